@@ -1,0 +1,245 @@
+"""Load a train config: YAML -> overrides -> old names -> schema -> semantic checks.
+
+`load_config` is the one entry point the CLI and the other commands use.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from raytrain.config import aliases
+from raytrain.config.schema import SECTIONS, RaytrainConfig, section_keys
+from raytrain.config.source import Source, apply_overrides, read_yaml
+from raytrain.errors import ConfigError, ConfigIssue
+
+
+@dataclass
+class LoadedConfig:
+    """A validated config and what was said about it on the way."""
+
+    config: RaytrainConfig
+    source: Source
+    notices: list[str] = field(default_factory=list)
+    """Old names translated, overrides applied."""
+    warnings: list[str] = field(default_factory=list)
+    """Legal but suspicious settings, with numbers and a recommendation."""
+
+
+def _nearest(word: str, candidates: list[str]) -> str:
+    match = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return f"; did you mean '{match[0]}'?" if match else ""
+
+
+def _old_names_for(section: str) -> list[str]:
+    return [old for old, (sec, _, _) in aliases.KEY_ALIASES.items() if sec == section]
+
+
+def _lookup(data, path: list[str]):
+    for part in path:
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return None
+    return data
+
+
+def _pydantic_issues(exc: ValidationError, source: Source) -> list[ConfigIssue]:
+    issues = []
+    for err in exc.errors():
+        raw_loc = [str(p) for p in err["loc"]]
+        # A `number | schedule` field reports a failure for each member of the union: keep the
+        # member that matches what the user wrote (a mapping means they meant a schedule).
+        members = [p for p in raw_loc if p == "float" or p.startswith("tagged-union[")]
+        if members:
+            head = raw_loc[: raw_loc.index(members[0])]
+            wrote_mapping = isinstance(_lookup(source.data, head), dict)
+            if wrote_mapping == (members[0] == "float"):
+                continue
+        loc = [p for p in raw_loc if p not in ("float", "linear", "piecewise") and not p.startswith(("tagged-union[", "function-"))]
+        path = ".".join(loc)
+        where = source.where(loc)
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            key = loc[-1]
+            if len(loc) == 1:
+                hint = _nearest(key, [*SECTIONS, "stop", *aliases.SECTION_ALIASES])
+                msg = f"unknown section{hint or '; valid sections: ' + ', '.join([*SECTIONS, 'stop'])}"
+            elif len(loc) == 2 and loc[0] in SECTIONS:
+                candidates = section_keys(loc[0]) + _old_names_for(loc[0])
+                hint = _nearest(key, candidates)
+                other = [s for s in SECTIONS if s != loc[0] and key in section_keys(s)]
+                if other:
+                    hint = f"; it belongs in the '{other[0]}' section"
+                msg = f"unknown key{hint or f' (see raytrain config schema for the keys of {loc[0]})'}"
+            else:
+                msg = "unknown key"
+        elif kind == "missing":
+            msg = "is required"
+            if path == "environment":
+                msg = "is required: add `environment: {env: CartPole-v1}` (a Gymnasium id or 'pkg.module:Class')"
+        elif kind == "union_tag_invalid" or kind == "union_tag_not_found":
+            msg = "a schedule needs `schedule: linear` (start, end, timesteps) or `schedule: piecewise` (points)"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            if "input" in err and not isinstance(err["input"], dict):
+                msg += f" (got {err['input']!r})"
+        issues.append(ConfigIssue(where, path, msg))
+    # A float|schedule union reports one error per member; keep the most specific per path.
+    seen: dict[str, ConfigIssue] = {}
+    for issue in issues:
+        seen.setdefault(issue.path + issue.message, issue)
+    return list(seen.values())
+
+
+def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
+    env = cfg.environment.env
+    where = source.where(("environment", "env"))
+    if ":" in env:
+        import importlib
+
+        module_name, _, attr = env.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            return [ConfigIssue(where, "environment.env", f"cannot import module {module_name!r}: {exc}")]
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return [ConfigIssue(where, "environment.env", f"module {module_name!r} has no attribute {attr!r}")]
+        if not callable(obj):
+            return [ConfigIssue(where, "environment.env", f"{env} is not a class or factory")]
+        return []
+    import gymnasium
+
+    registry = gymnasium.envs.registry
+    if env in registry:
+        return []
+    near = difflib.get_close_matches(env, list(registry), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ""
+    return [
+        ConfigIssue(
+            where,
+            "environment.env",
+            f"{env!r} is not a registered Gymnasium id{hint} (a custom env is written 'pkg.module:Class')",
+        )
+    ]
+
+
+def _check_stop(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
+    from raytrain.rllib.metrics import known_metrics
+
+    known = known_metrics(cfg.experiment.return_window, cfg.evaluation.evaluation_interval is not None)
+    issues = []
+    for key in cfg.stop:
+        if key in known:
+            continue
+        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        if key.startswith("evaluation/") and cfg.evaluation.evaluation_interval is None:
+            msg = "is only reported with evaluation on: set evaluation.evaluation_interval"
+        elif key.startswith("raytrain/episode_return_mean_"):
+            msg = f"does not match experiment.return_window; use '{cfg.return_metric}'"
+        else:
+            msg = (
+                "is a metric PPO never reports, so training would never stop on it"
+                + (f"; did you mean '{near[0]}'?" if near else "")
+                + " (raytrain config show lists the metrics)"
+            )
+        issues.append(ConfigIssue(source.where(("stop", key)), f"stop.{key}", msg))
+    return issues
+
+
+def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue], list[str]]:
+    issues: list[ConfigIssue] = []
+    warnings: list[str] = []
+    t, r = cfg.training, cfg.env_runners
+
+    def warn(path: tuple[str, ...], text: str) -> None:
+        where = source.where(path)
+        warnings.append(f"warning: {where + ': ' if where else ''}{'.'.join(path)}: {text}")
+
+    if t.minibatch_size and t.train_batch_size and t.minibatch_size > t.train_batch_size:
+        issues.append(
+            ConfigIssue(
+                source.where(("training", "minibatch_size")),
+                "training.minibatch_size",
+                f"{t.minibatch_size} is larger than training.train_batch_size {t.train_batch_size}; "
+                "a minibatch is drawn from the train batch, so make it smaller",
+            )
+        )
+    elif t.minibatch_size and t.train_batch_size and t.train_batch_size % t.minibatch_size:
+        n = t.train_batch_size // t.minibatch_size
+        warn(
+            ("training", "minibatch_size"),
+            f"{t.minibatch_size} does not divide train_batch_size {t.train_batch_size}: each epoch uses "
+            f"{n} full minibatches and the rest ({t.train_batch_size - n * t.minibatch_size} steps) is wasted; "
+            f"use a divisor such as {t.train_batch_size // max(n, 1)}",
+        )
+    if isinstance(r.rollout_fragment_length, int) and t.train_batch_size:
+        per_sample = r.rollout_fragment_length * (r.num_envs_per_env_runner or 1) * max(r.num_env_runners or 1, 1)
+        if per_sample > t.train_batch_size:
+            issues.append(
+                ConfigIssue(
+                    source.where(("env_runners", "rollout_fragment_length")),
+                    "env_runners.rollout_fragment_length",
+                    f"one round of sampling collects {per_sample} steps (fragment x envs x runners), more than "
+                    f"training.train_batch_size {t.train_batch_size}; lower it or use 'auto'",
+                )
+            )
+        elif t.train_batch_size % per_sample:
+            warn(
+                ("env_runners", "rollout_fragment_length"),
+                f"train_batch_size {t.train_batch_size} is not a multiple of one sampling round ({per_sample} "
+                "steps = fragment x envs x runners); RLlib will over-sample. Use 'auto' or a divisor.",
+            )
+    if isinstance(t.lr, float) and t.lr > 0.01:
+        warn(("training", "lr"), f"{t.lr} is unusually high for PPO with Adam (typical 1e-5 to 1e-3)")
+    if t.num_epochs and t.num_epochs > 40:
+        warn(("training", "num_epochs"), f"{t.num_epochs} epochs per batch usually over-fits it (typical 3 to 30)")
+    if t.use_gae is True and t.use_critic is False:
+        issues.append(
+            ConfigIssue(
+                source.where(("training", "use_gae")), "training.use_gae", "GAE needs a critic: set use_critic: true"
+            )
+        )
+    if cfg.model.vf_share_layers and t.vf_loss_coeff is None:
+        warn(
+            ("model", "vf_share_layers"),
+            "with a shared encoder the value loss competes with the policy loss; set training.vf_loss_coeff "
+            "(e.g. 0.01 to 0.5) rather than RLlib's 1.0",
+        )
+    e = cfg.experiment
+    if e.num_to_keep is not None and e.checkpoint_frequency == 0 and not e.checkpoint_at_end:
+        warn(("experiment", "num_to_keep"), "no checkpoint will ever be written (frequency 0, at_end false)")
+    return issues, warnings
+
+
+def load_source(source: Source, overrides: list[str] | None = None) -> LoadedConfig:
+    """Validate a parsed `Source` (the data is modified in place)."""
+    notices = apply_overrides(source, overrides or [])
+    notices += aliases.normalize(source)
+    try:
+        cfg = RaytrainConfig.model_validate(source.data)
+    except ValidationError as exc:
+        raise ConfigError(_pydantic_issues(exc, source)) from None
+    issues = _check_env(cfg, source) + _check_stop(cfg, source)
+    cross_issues, warnings = _cross_checks(cfg, source)
+    issues += cross_issues
+    if issues:
+        raise ConfigError(issues)
+    return LoadedConfig(cfg, source, notices, warnings)
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> LoadedConfig:
+    """Read, override, translate and validate a train config file.
+
+    Raises:
+        ConfigError: every problem found, each with file:line, dotted path and what to do.
+    """
+    return load_source(read_yaml(path), overrides)

@@ -1,0 +1,335 @@
+"""The raytrain train config: one pydantic model per RLlib builder group, with RLlib's new-stack names.
+
+A field left unset (None) means "RLlib's default"; only fields a user set are passed on to RLlib,
+and every one of them is (see `raytrain.rllib.translate`). Field docstrings are the documentation:
+they feed `raytrain config schema`, the README reference and error messages.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Activation = Literal["linear", "relu", "tanh", "elu", "swish", "silu"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+
+
+class LinearSchedule(_Section):
+    """Linear interpolation from `start` to `end` over `timesteps` env steps, then constant at `end`."""
+
+    schedule: Literal["linear"]
+    """Schedule type."""
+    start: float
+    """Value at env step 0."""
+    end: float
+    """Value from env step `timesteps` on."""
+    timesteps: int = Field(gt=0)
+    """Env steps (sampled, lifetime) over which the value moves from `start` to `end`."""
+
+    def to_rllib(self) -> list[list[float]]:
+        return [[0, self.start], [self.timesteps, self.end]]
+
+
+class PiecewiseSchedule(_Section):
+    """Piecewise-linear schedule through `points`, RLlib's `[[timestep, value], ...]` format."""
+
+    schedule: Literal["piecewise"]
+    """Schedule type."""
+    points: list[tuple[int, float]] = Field(min_length=1)
+    """`[[timestep, value], ...]`; the first timestep must be 0, timesteps increasing."""
+
+    @field_validator("points")
+    @classmethod
+    def _check_points(cls, points):
+        if points[0][0] != 0:
+            raise ValueError(f"the first point must be at timestep 0, not {points[0][0]} (RLlib requires it)")
+        steps = [p[0] for p in points]
+        if steps != sorted(steps) or len(set(steps)) != len(steps):
+            raise ValueError(f"timesteps must increase strictly, got {steps}")
+        return points
+
+    def to_rllib(self) -> list[list[float]]:
+        return [[t, v] for t, v in self.points]
+
+
+Schedule = Annotated[Union[LinearSchedule, PiecewiseSchedule], Field(discriminator="schedule")]
+
+
+class ExperimentConfig(_Section):
+    """Where and how the run is recorded."""
+
+    name: str | None = None
+    """Experiment name: the run folder is `storage_path/name/<timestamp>`. Default: `ppo_<env>`."""
+    seed: int | None = None
+    """Seed for RLlib (env runners, learners, envs). Unset: not seeded."""
+    storage_path: str = "~/raytrain_results"
+    """Absolute directory for run folders (`~` is expanded). On a cluster: a shared (NFS) path."""
+    checkpoint_frequency: int = Field(10, ge=0)
+    """Save a checkpoint every this many training iterations (0: only at the end and on Ctrl-C)."""
+    num_to_keep: int | None = Field(None, ge=1)
+    """Keep only this many most recent checkpoints (unset: keep all)."""
+    checkpoint_at_end: bool = True
+    """Save a checkpoint when training stops (stop criteria reached or Ctrl-C)."""
+    return_window: int = Field(100, ge=1)
+    """N for `raytrain/episode_return_mean_<N>`: the running mean over the last N finished episodes."""
+
+    @field_validator("storage_path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        expanded = os.path.expanduser(value)
+        if not os.path.isabs(expanded):
+            raise ValueError(f"must be an absolute path (or start with ~), got {value!r}")
+        return expanded
+
+
+class EnvironmentConfig(_Section):
+    """The environment to train on (RLlib `config.environment()`)."""
+
+    env: str
+    """A registered Gymnasium id (`CartPole-v1`) or an import path `"pkg.module:Class"` of a gymnasium.Env."""
+    env_config: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the env: passed to `gymnasium.make` or to the class as its `config`."""
+    clip_rewards: float | bool | None = None
+    """Clip rewards to [-x, x] (a number) or to their sign (true)."""
+    normalize_actions: bool | None = None
+    """Let the policy act in [-1, 1] and unsquash to the env's Box bounds."""
+    clip_actions: bool | None = None
+    """Clip actions to the env's Box bounds before stepping."""
+
+
+class EnvRunnersConfig(_Section):
+    """Sampling (RLlib `config.env_runners()`)."""
+
+    num_env_runners: int | None = Field(None, ge=0)
+    """Remote EnvRunner actors (0: sample in the driver process)."""
+    num_envs_per_env_runner: int | None = Field(None, ge=1)
+    """Vectorized sub-environments in each EnvRunner."""
+    rollout_fragment_length: int | Literal["auto"] | None = None
+    """Steps per env per sample call; "auto" derives it from the train batch size."""
+    batch_mode: Literal["truncate_episodes", "complete_episodes"] | None = None
+    """Cut episodes at the fragment length, or only return complete episodes."""
+    observation_filter: Literal["NoFilter", "MeanStdFilter"] | None = None
+    """MeanStdFilter normalizes observations with running statistics (RLlib's MeanStdFilter connector)."""
+    num_cpus_per_env_runner: float | None = Field(None, ge=0)
+    """CPUs reserved for each EnvRunner actor."""
+    num_gpus_per_env_runner: float | None = Field(None, ge=0)
+    """GPUs reserved for each EnvRunner actor (fractions allowed)."""
+    custom_resources_per_env_runner: dict[str, float] | None = None
+    """Custom Ray resources each EnvRunner needs, e.g. `{node_m8: 0.01}`."""
+    explore: bool | None = None
+    """Sample stochastic actions while training (true) or greedy ones."""
+    sample_timeout_s: float | None = Field(None, gt=0)
+    """Seconds to wait for samples before an EnvRunner is considered stuck."""
+
+
+class TrainingConfig(_Section):
+    """PPO loss and optimisation (RLlib `config.training()`)."""
+
+    lr: float | Schedule | None = None
+    """Learning rate: a number, or `{schedule: linear, start, end, timesteps}` / `{schedule: piecewise, points}`."""
+    gamma: float | None = Field(None, ge=0, le=1)
+    """Discount factor."""
+    lambda_: float | None = Field(None, alias="lambda", ge=0, le=1)
+    """GAE lambda (written `lambda` in YAML)."""
+    clip_param: float | None = Field(None, gt=0)
+    """PPO surrogate clip range."""
+    vf_clip_param: float | None = Field(None, gt=0)
+    """Clip for the value-function loss; scale it with your returns."""
+    vf_loss_coeff: float | None = Field(None, ge=0)
+    """Weight of the value-function loss."""
+    entropy_coeff: float | Schedule | None = None
+    """Entropy bonus: a number or a schedule (see `lr`)."""
+    use_critic: bool | None = None
+    """Use a value-function baseline (required for GAE)."""
+    use_gae: bool | None = None
+    """Use Generalized Advantage Estimation."""
+    use_kl_loss: bool | None = None
+    """Add the adaptive KL penalty to the loss."""
+    kl_coeff: float | None = Field(None, ge=0)
+    """Initial KL penalty coefficient."""
+    kl_target: float | None = Field(None, gt=0)
+    """KL divergence target for the adaptive coefficient."""
+    grad_clip: float | None = Field(None, gt=0)
+    """Clip gradients to this value (see `grad_clip_by`)."""
+    grad_clip_by: Literal["value", "norm", "global_norm"] | None = None
+    """How `grad_clip` is applied."""
+    train_batch_size: int | None = Field(None, gt=0)
+    """Env steps per training iteration, per learner (RLlib `train_batch_size_per_learner`)."""
+    minibatch_size: int | None = Field(None, gt=0)
+    """SGD minibatch size."""
+    num_epochs: int | None = Field(None, gt=0)
+    """Passes over the train batch per iteration."""
+    shuffle_batch_per_epoch: bool | None = None
+    """Shuffle the train batch before each epoch."""
+
+
+class ModelConfig(_Section):
+    """The default RLModule's network (RLlib `DefaultModelConfig`)."""
+
+    fcnet_hiddens: list[int] | None = None
+    """Hidden layer sizes of the MLP encoder."""
+    fcnet_activation: Activation | None = None
+    """Activation of the MLP layers."""
+    fcnet_kernel_initializer: str | None = None
+    """torch.nn.init function name for MLP weights, e.g. `orthogonal_`."""
+    fcnet_kernel_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `fcnet_kernel_initializer`."""
+    fcnet_bias_initializer: str | None = None
+    """torch.nn.init function name for MLP biases, e.g. `zeros_`."""
+    fcnet_bias_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `fcnet_bias_initializer`."""
+    fcnet_use_layernorm: bool | None = None
+    """LayerNorm after each MLP layer."""
+    conv_filters: list[tuple[int, int | tuple[int, int], int | tuple[int, int]]] | None = None
+    """CNN encoder layers `[[out_channels, kernel, stride], ...]` for image observations."""
+    conv_activation: Activation | None = None
+    """Activation of the CNN layers."""
+    conv_kernel_initializer: str | None = None
+    """torch.nn.init function name for CNN weights."""
+    conv_kernel_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `conv_kernel_initializer`."""
+    conv_bias_initializer: str | None = None
+    """torch.nn.init function name for CNN biases."""
+    conv_bias_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `conv_bias_initializer`."""
+    head_fcnet_hiddens: list[int] | None = None
+    """Hidden layer sizes of the policy and value heads."""
+    head_fcnet_activation: Activation | None = None
+    """Activation of the head layers."""
+    head_fcnet_kernel_initializer: str | None = None
+    """torch.nn.init function name for head weights."""
+    head_fcnet_kernel_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `head_fcnet_kernel_initializer`."""
+    head_fcnet_bias_initializer: str | None = None
+    """torch.nn.init function name for head biases."""
+    head_fcnet_bias_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `head_fcnet_bias_initializer`."""
+    head_fcnet_use_layernorm: bool | None = None
+    """LayerNorm after each head layer."""
+    free_log_std: bool | None = None
+    """Continuous actions: a state-independent learned log-std."""
+    log_std_clip_param: float | None = Field(None, gt=0)
+    """Continuous actions: clip the log-std to [-x, x]."""
+    vf_share_layers: bool | None = None
+    """Policy and value function share the encoder (then tune `training.vf_loss_coeff`)."""
+    use_lstm: bool | None = None
+    """Wrap the encoder in an LSTM."""
+    max_seq_len: int | None = Field(None, gt=0)
+    """LSTM: maximum sequence length for training."""
+    lstm_cell_size: int | None = Field(None, gt=0)
+    """LSTM: cell size."""
+    lstm_use_prev_action: bool | None = None
+    """LSTM: feed the previous action."""
+    lstm_use_prev_reward: bool | None = None
+    """LSTM: feed the previous reward."""
+    lstm_kernel_initializer: str | None = None
+    """torch.nn.init function name for LSTM weights."""
+    lstm_kernel_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `lstm_kernel_initializer`."""
+    lstm_bias_initializer: str | None = None
+    """torch.nn.init function name for LSTM biases."""
+    lstm_bias_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `lstm_bias_initializer`."""
+
+
+class LearnersConfig(_Section):
+    """Learner actors (RLlib `config.learners()`)."""
+
+    num_learners: int | None = Field(None, ge=0)
+    """Remote Learner actors (0: learn in the driver process)."""
+    num_cpus_per_learner: float | Literal["auto"] | None = None
+    """CPUs per Learner actor."""
+    num_gpus_per_learner: float | None = Field(None, ge=0)
+    """GPUs per Learner actor (fractions allowed)."""
+    local_gpu_idx: int | None = Field(None, ge=0)
+    """GPU index the local Learner uses when `num_learners` is 0."""
+    custom_resources_per_learner: dict[str, float] | None = None
+    """Custom Ray resources each Learner needs."""
+
+
+class ResourcesConfig(_Section):
+    """The algorithm process and its placement (RLlib `config.resources()`)."""
+
+    num_cpus_for_main_process: float | None = Field(None, ge=0)
+    """CPUs reserved for the main (driver/trainable) process."""
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = None
+    """Ray placement-group strategy for the trial's actors."""
+
+
+class EvaluationConfig(_Section):
+    """Periodic evaluation (RLlib `config.evaluation()`)."""
+
+    evaluation_interval: int | None = Field(None, ge=1)
+    """Evaluate every this many training iterations (unset: never)."""
+    evaluation_duration: int | Literal["auto"] | None = None
+    """How much to evaluate, in `evaluation_duration_unit`s."""
+    evaluation_duration_unit: Literal["episodes", "timesteps"] | None = None
+    """Unit of `evaluation_duration`."""
+    evaluation_num_env_runners: int | None = Field(None, ge=0)
+    """EnvRunners dedicated to evaluation (0: evaluate in the driver)."""
+    evaluation_parallel_to_training: bool | None = None
+    """Run evaluation while the next training step runs."""
+
+
+class RaytrainConfig(BaseModel):
+    """A raytrain train config: `raytrain train FILE`."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    experiment: ExperimentConfig = Field(default_factory=ExperimentConfig)
+    """Where and how the run is recorded."""
+    environment: EnvironmentConfig
+    """The environment."""
+    env_runners: EnvRunnersConfig = Field(default_factory=EnvRunnersConfig)
+    """Sampling."""
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    """PPO hyperparameters."""
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """The network."""
+    learners: LearnersConfig = Field(default_factory=LearnersConfig)
+    """Learner actors."""
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    """Main process and placement."""
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    """Periodic evaluation."""
+    stop: dict[str, float] = Field(default_factory=dict)
+    """Stop when any reported metric reaches its threshold (>=), e.g. `raytrain/episode_return_mean_100: 450`."""
+
+    @model_validator(mode="after")
+    def _default_name(self):
+        if self.experiment.name is None:
+            env = self.environment.env.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
+            self.experiment.name = f"ppo_{env}"
+        return self
+
+    @property
+    def return_metric(self) -> str:
+        """Name of the running-mean return metric for this config's window."""
+        return f"raytrain/episode_return_mean_{self.experiment.return_window}"
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """The config as a YAML-ready dict with the user-facing (new) names, unset fields left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    "experiment": ExperimentConfig,
+    "environment": EnvironmentConfig,
+    "env_runners": EnvRunnersConfig,
+    "training": TrainingConfig,
+    "model": ModelConfig,
+    "learners": LearnersConfig,
+    "resources": ResourcesConfig,
+    "evaluation": EvaluationConfig,
+}
+
+
+def section_keys(section: str) -> list[str]:
+    """The YAML keys a section accepts (aliases such as `lambda` included)."""
+    model = SECTIONS[section]
+    return [f.alias or name for name, f in model.model_fields.items()]

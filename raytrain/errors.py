@@ -1,0 +1,66 @@
+"""Errors raised by the library; the CLI turns them into messages and exit codes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class RaytrainError(Exception):
+    """Base class of every error raytrain reports to a user.
+
+    Attributes:
+        exit_code: 2 for configuration and usage errors, 1 for runtime failures.
+    """
+
+    exit_code = 1
+
+
+@dataclass
+class ConfigIssue:
+    """One problem found in a config: where it is, which key, what is wrong, how to fix it."""
+
+    where: str | None
+    """`file:line`, or `--set key=value` for an override, or None when unknown."""
+    path: str
+    """Dotted path of the key, e.g. `training.minibatch_size`."""
+    message: str
+    """What is wrong and what to do about it."""
+
+    def __str__(self) -> str:
+        prefix = f"{self.where}: " if self.where else ""
+        key = f"{self.path}: " if self.path else ""
+        return f"{prefix}{key}{self.message}"
+
+
+class ConfigError(RaytrainError):
+    """The config file (or an override) is invalid. Holds every issue found, not just the first."""
+
+    exit_code = 2
+
+    def __init__(self, issues: list[ConfigIssue] | str):
+        if isinstance(issues, str):
+            issues = [ConfigIssue(None, "", issues)]
+        self.issues = issues
+        super().__init__("\n".join(str(i) for i in issues))
+
+
+class UsageError(RaytrainError):
+    """A command was called with arguments that cannot work together."""
+
+    exit_code = 2
+
+
+class TrainError(RaytrainError):
+    """Training could not start or failed while running."""
+
+
+class ClusterError(RaytrainError):
+    """A cluster operation failed."""
+
+
+class SweepError(RaytrainError):
+    """A sweep could not start or failed."""
+
+
+class FrameworkError(RaytrainError):
+    """The middleware framework failed."""

@@ -1,0 +1,1 @@
+"""Translation of a validated raytrain config into RLlib objects (no ray.init here)."""

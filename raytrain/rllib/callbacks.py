@@ -1,0 +1,64 @@
+"""RLlib callbacks that add raytrain's metrics to every training result.
+
+Why: in Ray 2.60, `env_runners/episode_return_mean` is reduced from a window that is *cleared at
+every reduction* (`MeanStats.reduce` empties its values; see ray/rllib/utils/metrics/stats/mean.py),
+so it averages only the episodes that finished during that iteration, and across EnvRunners it is a
+mean of per-runner means. With small batches that is one or two episodes, so a stop at 450 can fire
+on one lucky episode. raytrain keeps the returns of the last N finished episodes on the driver and
+reports their true mean as `raytrain/episode_return_mean_<N>`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from ray.rllib.callbacks.callbacks import RLlibCallback
+
+RETURNS_KEY = "raytrain_episode_returns"
+
+
+def find(algorithm) -> "RaytrainCallbacks | None":
+    """The RaytrainCallbacks instance of an Algorithm, if it has one."""
+    callbacks = getattr(algorithm, "callbacks", None)
+    for cb in callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]:
+        if isinstance(cb, RaytrainCallbacks):
+            return cb
+    return None
+
+
+class RaytrainCallbacks(RLlibCallback):
+    """Collects every finished episode's return and reports the running mean over the last N."""
+
+    def __init__(self):
+        super().__init__()
+        self.returns: deque[float] = deque(maxlen=100)
+        self.episodes_total = 0
+
+    def on_episode_end(self, *, episode, metrics_logger=None, **kwargs) -> None:
+        if metrics_logger is not None:
+            # item_series keeps each value (no reduction), merged across EnvRunners on the driver.
+            metrics_logger.log_value(RETURNS_KEY, float(episode.get_return()), reduce="item_series")
+
+    def on_train_result(self, *, algorithm, result: dict, **kwargs) -> None:
+        window = int(algorithm.config.metrics_num_episodes_for_smoothing)
+        if self.returns.maxlen != window:
+            self.returns = deque(self.returns, maxlen=window)
+        new = result.get("env_runners", {}).pop(RETURNS_KEY, None) or []
+        new = [float(r) for r in new]
+        self.returns.extend(new)
+        self.episodes_total += len(new)
+        mean = sum(self.returns) / len(self.returns) if self.returns else math.nan
+        result["raytrain"] = {
+            f"episode_return_mean_{window}": mean,
+            "episodes_in_window": len(self.returns),
+            "episodes_total": self.episodes_total,
+        }
+
+    def get_state(self) -> dict:
+        """What a checkpoint must keep so a resumed run continues the same running mean."""
+        return {"returns": list(self.returns), "episodes_total": self.episodes_total}
+
+    def set_state(self, state: dict) -> None:
+        self.returns = deque(state.get("returns", []), maxlen=self.returns.maxlen)
+        self.episodes_total = int(state.get("episodes_total", 0))

@@ -1,0 +1,127 @@
+"""Metrics a PPO training result reports on Ray 2.60 (new API stack), for checking `stop` keys.
+
+Generated from a real `Algorithm.train()` result (CartPole-v1, one remote EnvRunner, evaluation on)
+and checked against a live result by tests/integration/test_train.py, so a Ray upgrade that renames a
+metric fails a test instead of letting a stop criterion never fire.
+
+Meaning of the metrics people stop and rank on:
+- `env_runners/episode_return_mean`: RLlib's mean return of the episodes that *finished during this
+  iteration* (the window is cleared at every reduction); across EnvRunners a mean of their means.
+  Noisy: with small batches it is one or two episodes.
+- `raytrain/episode_return_mean_<N>`: raytrain's true running mean over the last N finished
+  episodes (N = experiment.return_window, 100 by default, like Gymnasium's "solved" criterion).
+- `raytrain/episodes_in_window`: how many episodes that mean is over (< N early in training).
+- `raytrain/episodes_total`: episodes finished since the run started.
+- `num_env_steps_sampled_lifetime`: env steps sampled since the run started (old `timesteps_total`).
+- `training_iteration`, `time_total_s`: iterations and seconds of training since the run started.
+- `evaluation/env_runners/episode_return_mean`: mean return of the last evaluation round.
+"""
+
+TRAIN_METRICS = frozenset(
+    {
+        "env_runner_group/actor_manager_num_outstanding_async_reqs",
+        "env_runners/agent_episode_return_mean/default_agent",
+        "env_runners/env_reset_timer",
+        "env_runners/env_step_timer",
+        "env_runners/env_to_module_sum_episodes_length_in",
+        "env_runners/env_to_module_sum_episodes_length_out",
+        "env_runners/episode_duration_sec_mean",
+        "env_runners/episode_len_max",
+        "env_runners/episode_len_mean",
+        "env_runners/episode_len_min",
+        "env_runners/episode_return_max",
+        "env_runners/episode_return_mean",
+        "env_runners/episode_return_min",
+        "env_runners/module_episode_return_mean/default_policy",
+        "env_runners/num_agent_steps_sampled/default_agent",
+        "env_runners/num_agent_steps_sampled_lifetime/default_agent",
+        "env_runners/num_env_steps_sampled",
+        "env_runners/num_env_steps_sampled_lifetime",
+        "env_runners/num_episodes",
+        "env_runners/num_episodes_lifetime",
+        "env_runners/num_module_steps_sampled/default_policy",
+        "env_runners/num_module_steps_sampled_lifetime/default_policy",
+        "env_runners/rlmodule_inference_timer",
+        "env_runners/sample",
+        "env_runners/time_between_sampling",
+        "env_runners/weights_seq_no",
+        "fault_tolerance/num_env_runners_dropped_lifetime",
+        "fault_tolerance/num_healthy_workers",
+        "fault_tolerance/num_remote_worker_restarts",
+        "iterations_since_restore",
+        "learners/__all_modules__/num_env_steps_trained",
+        "learners/__all_modules__/num_env_steps_trained_lifetime",
+        "learners/__all_modules__/num_env_steps_trained_throughput",
+        "learners/__all_modules__/num_module_steps_trained",
+        "learners/__all_modules__/num_module_steps_trained_lifetime",
+        "learners/__all_modules__/num_module_steps_trained_throughput",
+        "learners/__all_modules__/num_non_trainable_parameters",
+        "learners/__all_modules__/num_trainable_parameters",
+        "learners/default_policy/curr_entropy_coeff",
+        "learners/default_policy/curr_kl_coeff",
+        "learners/default_policy/default_optimizer_learning_rate",
+        "learners/default_policy/diff_num_grad_updates_vs_sampler_policy",
+        "learners/default_policy/entropy",
+        "learners/default_policy/mean_kl_loss",
+        "learners/default_policy/module_train_batch_size_mean",
+        "learners/default_policy/num_module_steps_trained",
+        "learners/default_policy/num_module_steps_trained_lifetime",
+        "learners/default_policy/num_trainable_parameters",
+        "learners/default_policy/policy_loss",
+        "learners/default_policy/total_loss",
+        "learners/default_policy/vf_explained_var",
+        "learners/default_policy/vf_loss",
+        "learners/default_policy/vf_loss_unclipped",
+        "learners/default_policy/weights_seq_no",
+        "num_env_steps_sampled_lifetime",
+        "num_training_step_calls_per_iteration",
+        "time_since_restore",
+        "time_this_iter_s",
+        "time_total_s",
+        "training_iteration",
+    }
+)
+
+EVALUATION_METRICS = frozenset(
+    {
+        "evaluation/actor_manager_num_outstanding_async_reqs",
+        "evaluation/env_runners/agent_episode_return_mean/default_agent",
+        "evaluation/env_runners/env_reset_timer",
+        "evaluation/env_runners/env_step_timer",
+        "evaluation/env_runners/env_to_module_sum_episodes_length_in",
+        "evaluation/env_runners/env_to_module_sum_episodes_length_out",
+        "evaluation/env_runners/episode_duration_sec_mean",
+        "evaluation/env_runners/episode_len_max",
+        "evaluation/env_runners/episode_len_mean",
+        "evaluation/env_runners/episode_len_min",
+        "evaluation/env_runners/episode_return_max",
+        "evaluation/env_runners/episode_return_mean",
+        "evaluation/env_runners/episode_return_min",
+        "evaluation/env_runners/module_episode_return_mean/default_policy",
+        "evaluation/env_runners/num_agent_steps_sampled/default_agent",
+        "evaluation/env_runners/num_agent_steps_sampled_lifetime/default_agent",
+        "evaluation/env_runners/num_env_steps_sampled",
+        "evaluation/env_runners/num_env_steps_sampled_lifetime",
+        "evaluation/env_runners/num_episodes",
+        "evaluation/env_runners/num_episodes_lifetime",
+        "evaluation/env_runners/num_module_steps_sampled/default_policy",
+        "evaluation/env_runners/num_module_steps_sampled_lifetime/default_policy",
+        "evaluation/env_runners/rlmodule_inference_timer",
+        "evaluation/env_runners/sample",
+        "evaluation/env_runners/time_between_sampling",
+        "evaluation/env_runners/weights_seq_no",
+        "evaluation/num_env_runners_dropped_lifetime",
+        "evaluation/num_healthy_workers",
+        "evaluation/num_remote_worker_restarts",
+    }
+)
+
+RAYTRAIN_METRICS = ("raytrain/episodes_in_window", "raytrain/episodes_total")
+
+
+def known_metrics(return_window: int, evaluation: bool) -> set[str]:
+    """Every metric name a run with this return window (and evaluation on or off) reports."""
+    names = set(TRAIN_METRICS) | set(RAYTRAIN_METRICS) | {f"raytrain/episode_return_mean_{return_window}"}
+    if evaluation:
+        names |= EVALUATION_METRICS
+    return names
