@@ -18,6 +18,17 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 RETURNS_KEY = "raytrain_episode_returns"
 
 
+def _as_floats(value) -> list[float]:
+    """The logged returns as a flat list: RLlib hands over a list, nested lists or a lone number."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "deque":
+        return [f for item in value for f in _as_floats(item)]
+    if hasattr(value, "tolist"):
+        return _as_floats(value.tolist())
+    return [float(value)]
+
+
 def find(algorithm) -> "RaytrainCallbacks | None":
     """The RaytrainCallbacks instance of an Algorithm, if it has one."""
     callbacks = getattr(algorithm, "callbacks", None)
@@ -35,17 +46,22 @@ class RaytrainCallbacks(RLlibCallback):
         self.returns: deque[float] = deque(maxlen=100)
         self.episodes_total = 0
 
-    def on_episode_end(self, *, episode, metrics_logger=None, **kwargs) -> None:
-        if metrics_logger is not None:
-            # item_series keeps each value (no reduction), merged across EnvRunners on the driver.
-            metrics_logger.log_value(RETURNS_KEY, float(episode.get_return()), reduce="item_series")
+    def on_episode_end(self, *, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs) -> None:
+        if metrics_logger is None:
+            return
+        # With truncate_episodes an episode reaches us in chunks, one per sample() call: the
+        # finished chunk holds only the last part, so add the chunks already returned.
+        ret = float(episode.get_return()) + sum(float(c.get_return()) for c in prev_episode_chunks or [])
+        # item_series keeps each value (no reduction), merged across EnvRunners on the driver.
+        metrics_logger.log_value(RETURNS_KEY, ret, reduce="item_series")
 
     def on_train_result(self, *, algorithm, result: dict, **kwargs) -> None:
         window = int(algorithm.config.metrics_num_episodes_for_smoothing)
         if self.returns.maxlen != window:
             self.returns = deque(self.returns, maxlen=window)
-        new = result.get("env_runners", {}).pop(RETURNS_KEY, None) or []
-        new = [float(r) for r in new]
+        new = _as_floats(result.get("env_runners", {}).pop(RETURNS_KEY, None))
+        if isinstance(result.get("evaluation"), dict):
+            result["evaluation"].get("env_runners", {}).pop(RETURNS_KEY, None)
         self.returns.extend(new)
         self.episodes_total += len(new)
         mean = sum(self.returns) / len(self.returns) if self.returns else math.nan

@@ -1,0 +1,3 @@
+from raytrain.cli import main
+
+main()

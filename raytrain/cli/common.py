@@ -1,0 +1,68 @@
+"""What every command shares: the consoles, the error handler, common options."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from raytrain.errors import ConfigError, RaytrainError
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+SetOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", "-s", help="Override a key, KEY=VALUE with VALUE parsed as YAML (repeatable).", metavar="KEY=VALUE"),
+]
+AddressOption = Annotated[
+    Optional[str],
+    typer.Option(help="Ray cluster to use (default: $RAY_ADDRESS, else a local Ray started on the spot)."),
+]
+
+
+def verbose() -> bool:
+    return os.environ.get("RAYTRAIN_DEBUG", "") not in ("", "0")
+
+
+def say(lines: list[str]) -> None:
+    """Print notices and warnings (stderr)."""
+    for line in lines:
+        style = "yellow" if line.startswith("warning") else "cyan" if line.startswith("override") else "dim"
+        err.print(line, style=style, markup=False)
+
+
+def handle_errors(fn):
+    """Turn RaytrainErrors into a message and an exit code; tracebacks only with --verbose."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except RaytrainError as exc:
+            if verbose():
+                err.print_exception()
+            if isinstance(exc, ConfigError):
+                for issue in exc.issues:
+                    err.print(f"error: {issue}", style="red", markup=False)
+            else:
+                err.print(f"error: {exc}", style="red", markup=False)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err.print("interrupted", style="red")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(f"error: {message}", style="red", markup=False)
+    raise typer.Exit(code)
+
+
+def argv() -> list[str]:
+    return ["raytrain", *sys.argv[1:]]

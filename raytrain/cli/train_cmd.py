@@ -1,0 +1,162 @@
+"""`raytrain train` and `raytrain eval`."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from raytrain.cli.common import AddressOption, SetOption, argv, err, handle_errors, out, say
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1000:
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+    return f"{value:,}"
+
+
+def _progress_line(report, cfg, started: float) -> str:
+    m = report.metrics
+    parts = [
+        f"iter {report.iteration:>4}",
+        f"return(last {cfg.experiment.return_window}) {_fmt(m.get(cfg.return_metric)):>7}",
+        f"iter-mean {_fmt(m.get('env_runners/episode_return_mean')):>7}",
+        f"steps {_fmt(m.get('num_env_steps_sampled_lifetime')):>9}",
+        f"{_fmt(report.steps_per_s):>7} steps/s",
+        f"{time.perf_counter() - started:6.1f}s",
+    ]
+    for key, (value, threshold) in report.stop_progress.items():
+        if isinstance(value, (int, float)) and not math.isnan(value) and threshold:
+            parts.append(f"{key.rsplit('/', 1)[-1]} {min(100.0, 100 * value / threshold):.0f}%")
+    if report.checkpoint:
+        parts.append(f"checkpoint {report.checkpoint.name}")
+    return " | ".join(parts)
+
+
+def train(
+    file: Annotated[Optional[Path], typer.Argument(help="Train config YAML (optional with --resume).")] = None,
+    set_: SetOption = None,
+    address: AddressOption = None,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print what would run; start nothing."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this folder from its latest checkpoint."),
+) -> None:
+    """Train PPO from a YAML config on a local Ray (or the cluster at --address / RAY_ADDRESS)."""
+    _train(file, set_ or [], address, dry_run, resume)
+
+
+@handle_errors
+def _train(file, overrides, address, dry_run, resume) -> None:
+    import yaml
+
+    from raytrain.config.load import load_config, load_source
+    from raytrain.config.source import parse_yaml
+    from raytrain.errors import UsageError
+    from raytrain.rllib.translate import rllib_calls
+    from raytrain.runs import RunFolder
+
+    started = time.perf_counter()
+    folder = None
+    if resume is not None:
+        folder = RunFolder.open(resume)
+        if file is None:
+            loaded = load_source(parse_yaml(folder.read_config_yaml(), str(folder.path / "config.yaml")), overrides)
+        else:
+            loaded = load_config(file, overrides)
+        checkpoint = folder.latest_checkpoint()
+        if checkpoint is None:
+            raise UsageError(f"{resume} has no complete checkpoint to resume from")
+    else:
+        if file is None:
+            raise UsageError("give a config file (raytrain train CONFIG.yaml) or --resume RUN_DIR")
+        loaded = load_config(file, overrides)
+        checkpoint = None
+    say(loaded.notices + loaded.warnings)
+    cfg = loaded.config
+    calls = rllib_calls(cfg)
+    if not cfg.stop:
+        err.print("warning: no stop criteria: training runs until Ctrl-C", style="yellow")
+    if dry_run:
+        out.print("# would train with these RLlib builder calls", markup=False)
+        out.print(yaml.safe_dump(calls, sort_keys=False).rstrip(), markup=False)
+        where = folder.path if folder else f"{cfg.experiment.storage_path}/{cfg.experiment.name}/<timestamp>"
+        out.print(f"# run folder: {where}", markup=False)
+        if checkpoint:
+            out.print(f"# resuming from: {checkpoint}", markup=False)
+        return
+
+    from raytrain.training import Trainer, check_resources, connect_ray
+
+    where = connect_ray(address)
+    check_resources(cfg)
+    if folder is None:
+        folder = RunFolder.create(cfg.experiment.storage_path, cfg.experiment.name)
+        folder.write_setup(cfg.to_yaml_dict(), calls, argv())
+    else:
+        folder.append_command(argv())
+        if file is not None:
+            (folder.path / "config.yaml").write_text(yaml.safe_dump(cfg.to_yaml_dict(), sort_keys=False))
+    err.print(f"run folder: {folder.path}", markup=False)
+    err.print(f"training PPO on {cfg.environment.env} ({where})" + (f", resuming from {checkpoint.name}" if checkpoint else ""), markup=False)
+
+    trainer = Trainer(
+        cfg,
+        folder,
+        on_iteration=lambda report: err.print(_progress_line(report, cfg, started), markup=False),
+        on_message=lambda text: err.print(text, style="dim", markup=False),
+    )
+    try:
+        trainer.build(checkpoint)
+        outcome = trainer.run()
+    finally:
+        trainer.stop()
+    err.print(f"{outcome.reason} after {outcome.iteration} iterations", style="bold", markup=False)
+    if outcome.last_checkpoint:
+        err.print(f"checkpoint: {outcome.last_checkpoint}", markup=False)
+    out.print(str(outcome.run_dir), markup=False)
+    if outcome.reason == "interrupted":
+        err.print(f"resume with: raytrain train --resume {outcome.run_dir}", markup=False)
+        raise typer.Exit(130)
+
+
+def eval_(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder, or a run folder (its latest checkpoint).")],
+    episodes: int = typer.Option(10, "--episodes", "-n", min=1, help="Episodes to run."),
+    explore: bool = typer.Option(False, help="Sample stochastic actions instead of the greedy ones."),
+    seed: Optional[int] = typer.Option(None, help="Seed the evaluation env."),
+    json_: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Run fresh episodes with a checkpoint's policy: mean, std, min and max return."""
+    _eval(checkpoint, episodes, explore, seed, json_)
+
+
+@handle_errors
+def _eval(checkpoint, episodes, explore, seed, json_) -> None:
+    from raytrain.evaluate import evaluate
+    from raytrain.training import connect_ray
+
+    connect_ray(None)
+    result = evaluate(checkpoint, episodes, explore, seed)
+    summary = result.summary()
+    if json_:
+        typer.echo(json.dumps({**summary, "returns": result.returns}))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{summary['episodes']} episodes of {summary['checkpoint']}")
+    for col in ("return mean", "std", "min", "max", "length mean"):
+        table.add_column(col, justify="right")
+    table.add_row(*(f"{summary[k]:.2f}" for k in ("return_mean", "return_std", "return_min", "return_max", "length_mean")))
+    out.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
+    app.command("eval")(eval_)

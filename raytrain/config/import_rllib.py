@@ -1,0 +1,125 @@
+"""Convert RLlib's former tuned-example YAML (`rllib train -f`) into a raytrain config.
+
+The old format:
+
+    cartpole-ppo:
+        env: CartPole-v1
+        run: PPO
+        stop: {episode_reward_mean: 150, timesteps_total: 100000}
+        config: {gamma: 0.99, num_workers: 1, num_sgd_iter: 6, model: {fcnet_hiddens: [32]}}
+
+Flat `config` keys are placed in their raytrain sections; old names become new ones through the same
+alias table `raytrain train` uses. Whatever cannot be translated is listed, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from raytrain.config import aliases
+from raytrain.config.schema import SECTIONS, section_keys
+from raytrain.config.source import Source
+from raytrain.errors import ConfigError, ConfigIssue
+
+# Old switches that have no effect on (or are implied by) the new API stack.
+NO_OPS = {
+    "enable_connectors",
+    "_enable_new_api_stack",
+    "enable_rl_module_and_learner",
+    "enable_env_runner_and_connector_v2",
+    "_enable_learner_api",
+    "_enable_rl_module_api",
+    "log_level",
+}
+
+# Keys placed somewhere other than where the schema's field names would put them.
+SPECIAL_PLACES = {
+    "seed": ("experiment", "seed"),
+    "vf_share_layers": ("model", "vf_share_layers"),
+    "env": ("environment", "env"),
+}
+
+
+@dataclass
+class ImportResult:
+    data: dict[str, Any]
+    """The raytrain config as YAML-ready data (still to be validated)."""
+    untranslated: list[str] = field(default_factory=list)
+    """`config.key: why` for each key that has no raytrain counterpart."""
+    notes: list[str] = field(default_factory=list)
+
+
+def _placement() -> dict[str, tuple[str, str]]:
+    place = {}
+    for section in SECTIONS:
+        for key in section_keys(section):
+            place.setdefault(key, (section, key))
+    place.update(SPECIAL_PLACES)
+    return place
+
+
+def convert(source: Source, experiment: str | None = None) -> ImportResult:
+    """Convert a parsed old-format file. Raises ConfigError when it is not one."""
+    data = source.data
+    names = [k for k, v in data.items() if isinstance(v, dict)]
+    if not names:
+        raise ConfigError([ConfigIssue(source.file, "", "not an RLlib tuned example: expected `NAME: {env:, run:, config:}`")])
+    if experiment is None:
+        if len(names) > 1:
+            raise ConfigError(
+                [ConfigIssue(source.file, "", f"holds {len(names)} experiments ({', '.join(names)}); pick one with --experiment")]
+            )
+        experiment = names[0]
+    if experiment not in data:
+        raise ConfigError([ConfigIssue(source.file, experiment, f"no such experiment; the file has {', '.join(names)}")])
+    old = data[experiment]
+    result = ImportResult(data={"experiment": {"name": experiment}})
+    out = result.data
+
+    run = old.get("run", "PPO")
+    if str(run).upper() != "PPO":
+        raise ConfigError([ConfigIssue(source.where((experiment, "run")), f"{experiment}.run", f"raytrain trains PPO; {run!r} cannot be imported")])
+
+    config = dict(old.get("config") or {})
+    env = old.get("env", config.pop("env", None))
+    if env is None:
+        raise ConfigError([ConfigIssue(source.where((experiment,)), experiment, "has no env")])
+    out["environment"] = {"env": env}
+    if "env_config" in config:
+        out["environment"]["env_config"] = config.pop("env_config")
+    if old.get("stop"):
+        out["stop"] = dict(old["stop"])
+    for key in ("checkpoint_freq", "checkpoint_frequency"):
+        if key in old:
+            out["experiment"]["checkpoint_frequency"] = old[key]
+    if "checkpoint_at_end" in old:
+        out["experiment"]["checkpoint_at_end"] = old["checkpoint_at_end"]
+    if "keep_checkpoints_num" in old:
+        out["experiment"]["num_to_keep"] = old["keep_checkpoints_num"]
+    known_top = {"run", "env", "config", "stop", "checkpoint_freq", "checkpoint_frequency", "checkpoint_at_end", "keep_checkpoints_num"}
+    for key in old:
+        if key not in known_top:
+            result.untranslated.append(f"{key}: no raytrain counterpart for this experiment-level setting")
+
+    place = _placement()
+    for key, value in config.items():
+        if key in NO_OPS:
+            result.notes.append(f"config.{key}: dropped, it has no effect on RLlib's new API stack")
+        elif key == "framework":
+            out["framework"] = value  # aliases.normalize accepts torch and rejects tf with the reason
+        elif key == "model" and isinstance(value, dict):
+            model_keys = set(section_keys("model"))
+            for mkey, mvalue in value.items():
+                if mkey in model_keys:
+                    out.setdefault("model", {})[mkey] = mvalue
+                else:
+                    result.untranslated.append(f"config.model.{mkey}: not a field of RLlib's DefaultModelConfig")
+        elif key in aliases.KEY_ALIASES or key in aliases.UNSUPPORTED:
+            out[key] = value  # moved (with a notice) or rejected by aliases.normalize
+        elif key in place:
+            section, new_key = place[key]
+            out.setdefault(section, {})[new_key] = value
+        else:
+            result.untranslated.append(f"config.{key}: unknown on RLlib's new API stack or not supported by raytrain")
+    return result

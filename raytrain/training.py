@@ -1,0 +1,232 @@
+"""The `raytrain train` loop: build the PPO Algorithm, iterate, record, checkpoint, stop.
+
+The loop calls `Algorithm.train()` directly (no Tune) so a single run starts fast and adds nothing
+per iteration; sweeps go through Tune (raytrain.tune).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from raytrain.config.schema import RaytrainConfig
+from raytrain.errors import TrainError
+from raytrain.runs import STATE_FILE, MetricsWriter, RunFolder, flatten
+
+
+@dataclass
+class IterationReport:
+    """What the progress display shows after each iteration."""
+
+    iteration: int
+    metrics: dict[str, Any]
+    steps_per_s: float
+    stop_progress: dict[str, tuple[float, float]]
+    """stop key -> (current value, threshold)."""
+    checkpoint: Path | None = None
+
+
+@dataclass
+class TrainOutcome:
+    """How a run ended."""
+
+    run_dir: Path
+    iteration: int
+    reason: str
+    """`stop criterion ...`, `interrupted`, ..."""
+    last_checkpoint: Path | None
+    final_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def required_cpus(cfg: RaytrainConfig) -> float:
+    """CPUs the algorithm's actors reserve (RLlib defaults: 1 per EnvRunner and remote Learner)."""
+    r, lr, ev = cfg.env_runners, cfg.learners, cfg.evaluation
+    runners = (r.num_env_runners or 0) * (r.num_cpus_per_env_runner if r.num_cpus_per_env_runner is not None else 1)
+    per_learner = lr.num_cpus_per_learner if isinstance(lr.num_cpus_per_learner, (int, float)) else 1
+    learners = (lr.num_learners or 0) * per_learner
+    evaluators = (ev.evaluation_num_env_runners or 0) * (
+        r.num_cpus_per_env_runner if r.num_cpus_per_env_runner is not None else 1
+    )
+    return runners + learners + evaluators
+
+
+def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
+    """Connect to the cluster at `address` (or RAY_ADDRESS), or start a local Ray. Returns a description."""
+    import ray
+
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if ray.is_initialized():
+        return "existing Ray session"
+    if address:
+        try:
+            ray.init(address=address, logging_level="WARNING")
+        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... here
+            raise TrainError(
+                f"cannot connect to the Ray cluster at {address}: {exc}. Check that it is up "
+                "(`ray status --address ...`) and that this machine runs the same Ray and Python versions."
+            ) from None
+        return f"Ray cluster at {address}"
+    ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING")
+    return "local Ray"
+
+
+def check_resources(cfg: RaytrainConfig) -> None:
+    """Fail fast when the actors cannot all be placed: Ray would otherwise wait forever."""
+    import ray
+
+    need = required_cpus(cfg)
+    have = ray.cluster_resources().get("CPU", 0)
+    if need > have:
+        raise TrainError(
+            f"the config asks for {need:g} CPUs for its actors (env runners, learners, evaluation runners) "
+            f"but the Ray cluster has {have:g}; lower env_runners.num_env_runners or "
+            "env_runners.num_cpus_per_env_runner, or add nodes"
+        )
+
+
+def _stop_reached(metrics: dict[str, Any], stop: dict[str, float]) -> str | None:
+    for key, threshold in stop.items():
+        value = metrics.get(key)
+        if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+            if value >= threshold:
+                return f"stop criterion {key} >= {threshold:g} reached ({value:g})"
+    return None
+
+
+class Trainer:
+    """Runs one PPO training run into a run folder."""
+
+    def __init__(
+        self,
+        cfg: RaytrainConfig,
+        folder: RunFolder,
+        *,
+        on_iteration: Callable[[IterationReport], None] | None = None,
+        on_message: Callable[[str], None] | None = None,
+    ):
+        self.cfg = cfg
+        self.folder = folder
+        self.on_iteration = on_iteration or (lambda report: None)
+        self.on_message = on_message or (lambda text: None)
+        self.algo = None
+        self.time_offset = 0.0
+
+    def build(self, restore_from: Path | None = None) -> None:
+        """Build the Algorithm (Ray must be connected) and restore a checkpoint if given."""
+        from raytrain.rllib.callbacks import find
+        from raytrain.rllib.translate import build_ppo_config
+
+        self.algo = build_ppo_config(self.cfg).build_algo()
+        if restore_from is not None:
+            self.algo.restore_from_path(str(restore_from))
+            state = json.loads((restore_from / STATE_FILE).read_text())
+            # RLlib restores the iteration count; the time and our running-mean window are ours.
+            self.algo._time_total = float(state.get("time_total_s", 0.0))
+            cb = find(self.algo)
+            if cb is not None and "callbacks" in state:
+                cb.set_state(state["callbacks"])
+
+    def save(self, iteration: int, metrics: dict[str, Any]) -> Path | None:
+        """Write a checkpoint for `iteration` atomically; never overwrite an existing one."""
+        from raytrain.rllib.callbacks import find
+
+        target = self.folder.checkpoint_path(iteration)
+        if target.exists():
+            return None
+        tmp = target.with_name(target.name + ".partial")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        self.algo.save_to_path(str(tmp))
+        cb = find(self.algo)
+        state = {
+            "iteration": iteration,
+            "time_total_s": metrics.get("time_total_s", 0.0),
+            "num_env_steps_sampled_lifetime": metrics.get("num_env_steps_sampled_lifetime"),
+            self.cfg.return_metric: metrics.get(self.cfg.return_metric),
+            "callbacks": cb.get_state() if cb else {},
+        }
+        (tmp / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_yaml_dict(), sort_keys=False))
+        # The state file marks the checkpoint complete: write it last.
+        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=str) + "\n")
+        tmp.rename(target)
+        for removed in self.folder.prune_checkpoints(self.cfg.experiment.num_to_keep):
+            self.on_message(f"removed old checkpoint {removed.name} (experiment.num_to_keep={self.cfg.experiment.num_to_keep})")
+        return target
+
+    def run(self) -> TrainOutcome:
+        """Train until a stop criterion is reached or the user interrupts (Ctrl-C)."""
+        if self.algo is None:
+            raise TrainError("build() must be called before run()")
+        exp = self.cfg.experiment
+        writer = MetricsWriter(self.folder)
+        writer.drop_after(self.algo.iteration)
+        iteration = self.algo.iteration
+        last_checkpoint: Path | None = self.folder.latest_checkpoint()
+        metrics: dict[str, Any] = {}
+        prev_steps = None
+        if writer.rows:
+            prev_steps = writer.rows[-1].get("num_env_steps_sampled_lifetime")
+        self.folder.set_status(status="running", pid=os.getpid(), started=time.strftime("%Y-%m-%d %H:%M:%S"))
+        reason = "unknown"
+        try:
+            while True:
+                start = time.perf_counter()
+                result = self.algo.train()
+                elapsed = time.perf_counter() - start
+                metrics = flatten(result)
+                iteration = int(metrics.get("training_iteration", iteration + 1))
+                steps = metrics.get("num_env_steps_sampled_lifetime")
+                steps_per_s = ((steps - (prev_steps or 0)) / elapsed) if steps is not None and elapsed > 0 else 0.0
+                prev_steps = steps
+                metrics["raytrain/env_steps_per_s"] = steps_per_s
+                writer.append(metrics)
+                reason = _stop_reached(metrics, self.cfg.stop) or ""
+                checkpoint = None
+                if (exp.checkpoint_frequency and iteration % exp.checkpoint_frequency == 0) or (
+                    reason and exp.checkpoint_at_end
+                ):
+                    checkpoint = self.save(iteration, metrics) or checkpoint
+                    last_checkpoint = checkpoint or last_checkpoint
+                self.folder.set_status(iteration=iteration, last_checkpoint=str(last_checkpoint or ""))
+                self.on_iteration(
+                    IterationReport(
+                        iteration,
+                        metrics,
+                        steps_per_s,
+                        {k: (metrics.get(k, math.nan), v) for k, v in self.cfg.stop.items()},
+                        checkpoint,
+                    )
+                )
+                if reason:
+                    break
+            status = "finished"
+        except KeyboardInterrupt:
+            reason = "interrupted"
+            status = "interrupted"
+            if exp.checkpoint_at_end and self.algo.iteration > 0:
+                iteration = self.algo.iteration
+                self.on_message("interrupted: saving a checkpoint (Ctrl-C again to abandon it)")
+                metrics.setdefault("time_total_s", getattr(self.algo, "_time_total", 0.0))
+                saved = self.save(iteration, metrics)
+                last_checkpoint = saved or last_checkpoint
+        except Exception as exc:
+            self.folder.set_status(status="failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        self.folder.set_status(
+            status=status, reason=reason, iteration=iteration, last_checkpoint=str(last_checkpoint or "")
+        )
+        return TrainOutcome(self.folder.path, iteration, reason, last_checkpoint, metrics)
+
+    def stop(self) -> None:
+        if self.algo is not None:
+            self.algo.stop()
+            self.algo = None
