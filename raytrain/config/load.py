@@ -175,11 +175,14 @@ def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue
         )
     elif t.minibatch_size and t.train_batch_size and t.train_batch_size % t.minibatch_size:
         n = t.train_batch_size // t.minibatch_size
+        divisors = [d for d in range(1, t.train_batch_size + 1) if t.train_batch_size % d == 0]
+        nearest = min(divisors, key=lambda d: abs(d - t.minibatch_size))
         warn(
             ("training", "minibatch_size"),
-            f"{t.minibatch_size} does not divide train_batch_size {t.train_batch_size}: each epoch uses "
-            f"{n} full minibatches and the rest ({t.train_batch_size - n * t.minibatch_size} steps) is wasted; "
-            f"use a divisor such as {t.train_batch_size // max(n, 1)}",
+            f"{t.minibatch_size} does not divide train_batch_size {t.train_batch_size} "
+            f"({t.train_batch_size} = {n} x {t.minibatch_size} + {t.train_batch_size - n * t.minibatch_size}): "
+            "the minibatches do not tile the batch, so some samples weigh more than others in an epoch; "
+            f"use a divisor such as {nearest}",
         )
     if isinstance(r.rollout_fragment_length, int) and t.train_batch_size:
         per_sample = r.rollout_fragment_length * (r.num_envs_per_env_runner or 1) * max(r.num_env_runners or 1, 1)

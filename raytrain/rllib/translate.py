@@ -76,6 +76,10 @@ def build_ppo_config(cfg: RaytrainConfig, calls: dict[str, dict[str, Any]] | Non
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
+    from ray.util import log_once
+
+    # raytrain only runs the new API stack; RLlib's "you are on the new stack" notice is noise here.
+    log_once("PPO_on_new_api_stack")
     calls = rllib_calls(cfg) if calls is None else calls
     config = PPOConfig()
     for method, kwargs in calls.items():
