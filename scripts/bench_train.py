@@ -1,0 +1,346 @@
+#!/usr/bin/env python
+"""Benchmark `raytrain train` on CartPole: throughput against plain RLlib, and time to solve.
+
+Standalone (never imported by the package). Everything runs as subprocesses, one at a time:
+
+(a) throughput: `raytrain train CONFIG` and a hand-written plain-RLlib script with the same
+    hyperparameters (read from CONFIG with plain `yaml`, no raytrain code), alternated, each for
+    --iterations training iterations. Env steps/s = (steps[last] - steps[1]) / (time_total_s[last] -
+    time_total_s[1]): the first iteration is warm-up and left out. `wall` steps/s uses the wall
+    times at which each iteration's result was reported instead (so it also counts what the loop
+    does between `algo.train()` calls: metrics files, progress line).
+(b) time to solve: `raytrain train CONFIG` with its stop criteria, one seed per repeat. Solve time =
+    wall seconds from the subprocess start until the iteration whose
+    `raytrain/episode_return_mean_100` first reaches the threshold was reported (its progress line on
+    stderr, timed here to the millisecond; if that line cannot be matched, the result's integer
+    `timestamp` field is used). Start-up = subprocess start until the first iteration began.
+
+    python scripts/bench_train.py [--repeats 3] [--iterations 20] [--skip-throughput] [--skip-solve]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+STEPS = "num_env_steps_sampled_lifetime"
+ITER_LINE = re.compile(r"^\s*iter\s+(\d+)\b")
+
+# --------------------------------------------------------------------------------------------------
+# The plain-RLlib baseline. Hyperparameters arrive as JSON (argv[1]); only keys present are passed,
+# everything else is RLlib's default, exactly like a user writing the calls by hand.
+RLLIB_SCRIPT = r'''
+import json, sys, time
+
+hp = json.loads(sys.argv[1])
+import ray
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+MISSING = object()
+def given(**kwargs):
+    return {k: v for k, v in kwargs.items() if v is not MISSING}
+env_runners, training, model = hp["env_runners"], hp["training"], hp["model"]
+g = lambda section, key: section.get(key, MISSING)
+
+ray.init(include_dashboard=False, logging_level="WARNING")
+config = (
+    PPOConfig()
+    .environment(env=hp["env"])
+    .env_runners(**given(
+        num_env_runners=g(env_runners, "num_env_runners"),
+        num_envs_per_env_runner=g(env_runners, "num_envs_per_env_runner"),
+        rollout_fragment_length=g(env_runners, "rollout_fragment_length"),
+        batch_mode=g(env_runners, "batch_mode"),
+    ))
+    .training(**given(
+        lr=g(training, "lr"),
+        gamma=g(training, "gamma"),
+        lambda_=g(training, "lambda"),
+        clip_param=g(training, "clip_param"),
+        vf_clip_param=g(training, "vf_clip_param"),
+        vf_loss_coeff=g(training, "vf_loss_coeff"),
+        entropy_coeff=g(training, "entropy_coeff"),
+        grad_clip=g(training, "grad_clip"),
+        grad_clip_by=g(training, "grad_clip_by"),
+        use_kl_loss=g(training, "use_kl_loss"),
+        kl_coeff=g(training, "kl_coeff"),
+        kl_target=g(training, "kl_target"),
+        train_batch_size_per_learner=g(training, "train_batch_size"),
+        minibatch_size=g(training, "minibatch_size"),
+        num_epochs=g(training, "num_epochs"),
+        shuffle_batch_per_epoch=g(training, "shuffle_batch_per_epoch"),
+    ))
+    .rl_module(model_config=DefaultModelConfig(**given(
+        fcnet_hiddens=g(model, "fcnet_hiddens"),
+        fcnet_activation=g(model, "fcnet_activation"),
+        vf_share_layers=g(model, "vf_share_layers"),
+        head_fcnet_hiddens=g(model, "head_fcnet_hiddens"),
+        head_fcnet_activation=g(model, "head_fcnet_activation"),
+    )))
+    .debugging(**given(seed=hp.get("seed", MISSING)))
+)
+algo = config.build_algo()
+for _ in range(hp["iterations"]):
+    r = algo.train()
+    row = {k: r[k] for k in ("training_iteration", "num_env_steps_sampled_lifetime", "time_total_s",
+                             "time_this_iter_s", "timestamp")}
+    row["wall"] = time.time()
+    print("BENCH_ITER " + json.dumps(row), flush=True)
+algo.stop()
+'''
+
+# YAML keys the baseline script knows, per section; anything else in CONFIG is an error (the two
+# sides would no longer train the same thing).
+BASELINE_KEYS = {
+    "environment": {"env"},
+    "env_runners": {"num_env_runners", "num_envs_per_env_runner", "rollout_fragment_length", "batch_mode"},
+    "training": {"lr", "gamma", "lambda", "clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff",
+                 "grad_clip", "grad_clip_by", "use_kl_loss", "kl_coeff", "kl_target", "train_batch_size",
+                 "minibatch_size", "num_epochs", "shuffle_batch_per_epoch"},
+    "model": {"fcnet_hiddens", "fcnet_activation", "vf_share_layers", "head_fcnet_hiddens", "head_fcnet_activation"},
+}
+IGNORED_SECTIONS = {"experiment", "stop"}
+
+
+def _schedule(value):
+    """raytrain's `{schedule: linear|piecewise, ...}` -> RLlib's `[[timestep, value], ...]`."""
+    if not isinstance(value, dict):
+        return value
+    if value.get("schedule") == "linear":
+        return [[0, value["start"]], [value["timesteps"], value["end"]]]
+    if value.get("schedule") == "piecewise":
+        return [list(p) for p in value["points"]]
+    raise SystemExit(f"unknown schedule {value!r}")
+
+
+def baseline_hyperparameters(config_path: Path, iterations: int) -> dict:
+    data = yaml.safe_load(config_path.read_text())
+    bad = []
+    for section, body in data.items():
+        if section in IGNORED_SECTIONS:
+            continue
+        known = BASELINE_KEYS.get(section)
+        if known is None:
+            bad.append(section)
+            continue
+        bad += [f"{section}.{k}" for k in body or {} if k not in known]
+    if bad:
+        raise SystemExit(f"{config_path}: the plain-RLlib baseline does not know {', '.join(bad)}; "
+                         "add them to RLLIB_SCRIPT/BASELINE_KEYS in this script")
+    training = dict(data.get("training") or {})
+    for key in ("lr", "entropy_coeff"):
+        if key in training:
+            training[key] = _schedule(training[key])
+    return {
+        "env": data["environment"]["env"],
+        "env_runners": data.get("env_runners") or {},
+        "training": training,
+        "model": data.get("model") or {},
+        "seed": (data.get("experiment") or {}).get("seed"),
+        "iterations": iterations,
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+def run_timed(cmd: list[str], timeout: float) -> dict:
+    """Run `cmd`; time-stamp every stdout/stderr line as it arrives. Returns start, lines, rc."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="250")
+    lines: dict[str, list[tuple[float, str]]] = {"out": [], "err": []}
+
+    def pump(stream, name):
+        for line in iter(stream.readline, ""):
+            lines[name].append((time.time(), line.rstrip("\n")))
+
+    start = time.time()
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    threads = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        rc = proc.wait()
+    for t in threads:
+        t.join()
+    end = time.time()
+    return {"start": start, "end": end, "rc": rc, "out": lines["out"], "err": lines["err"]}
+
+
+def run_raytrain(config: Path, storage: Path, overrides: list[str], timeout: float) -> dict:
+    cmd = ["raytrain", "train", str(config), "--set", f"experiment.storage_path={storage}"]
+    for o in overrides:
+        cmd += ["--set", o]
+    res = run_timed(cmd, timeout)
+    run_dir = None
+    for _, line in res["err"]:
+        if line.startswith("run folder: "):
+            run_dir = Path(line.removeprefix("run folder: ").strip())
+    if run_dir is None or not (run_dir / "metrics.jsonl").is_file():
+        tail = "\n".join(l for _, l in res["err"][-15:])
+        raise SystemExit(f"raytrain run failed (rc {res['rc']}): {' '.join(cmd)}\n{tail}")
+    rows = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    line_time = {}
+    for t, line in res["err"]:
+        m = ITER_LINE.match(line)
+        if m:
+            line_time.setdefault(int(m.group(1)), t)
+    for row in rows:
+        # Wall time at which the iteration was reported: the progress line, else the int timestamp.
+        it = int(row["training_iteration"])
+        row["wall"] = line_time.get(it, row.get("timestamp"))
+        row["wall_source"] = "line" if it in line_time else "timestamp"
+    res.update(rows=rows, run_dir=run_dir, cmd=cmd)
+    return res
+
+
+def run_rllib(hp: dict, script: Path, timeout: float) -> dict:
+    res = run_timed([sys.executable, str(script), json.dumps(hp)], timeout)
+    rows = [json.loads(l.removeprefix("BENCH_ITER ")) for _, l in res["out"] if l.startswith("BENCH_ITER ")]
+    if res["rc"] != 0 or len(rows) < 2:
+        tail = "\n".join(l for _, l in res["err"][-15:])
+        raise SystemExit(f"plain-RLlib run failed (rc {res['rc']})\n{tail}")
+    res["rows"] = rows
+    return res
+
+
+def throughput(rows: list[dict]) -> tuple[float, float]:
+    """(env steps/s over train() time, env steps/s over wall time), iteration 1 excluded."""
+    first, last = rows[0], rows[-1]
+    steps = last[STEPS] - first[STEPS]
+    return steps / (last["time_total_s"] - first["time_total_s"]), steps / (last["wall"] - first["wall"])
+
+
+def startup_s(res: dict) -> float:
+    first = res["rows"][0]
+    return first["wall"] - first["time_this_iter_s"] - res["start"]
+
+
+# --------------------------------------------------------------------------------------------------
+def fmt_table(header: list[str], rows: list[list], title: str) -> str:
+    cells = [[str(c) for c in r] for r in [header] + rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    sep = "-" * (sum(widths) + 2 * (len(widths) - 1))
+    return "\n".join([title, sep, line(cells[0]), sep] + [line(r) for r in cells[1:]] + [sep])
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def f(value, spec=",.0f"):
+    return "-" if value is None else format(value, spec)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", type=Path, default=REPO / "configs" / "ppo_cartpole.yaml")
+    p.add_argument("--repeats", type=int, default=3, help="runs per side (throughput) and seeds (solve); default 3")
+    p.add_argument("--iterations", type=int, default=20, help="training iterations per throughput run; default 20")
+    p.add_argument("--skip-throughput", action="store_true", help="skip the raytrain vs plain-RLlib comparison")
+    p.add_argument("--skip-solve", action="store_true", help="skip the time-to-solve runs")
+    p.add_argument("--threshold", type=float, default=450.0, help="solve threshold; default 450")
+    p.add_argument("--metric", default="raytrain/episode_return_mean_100")
+    p.add_argument("--seed-base", type=int, default=0, help="solve runs use seeds seed-base, seed-base+1, ...")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra raytrain override for the solve runs only (repeatable; for trying configs)")
+    p.add_argument("--timeout", type=float, default=300, help="seconds before a run is killed; default 300")
+    p.add_argument("--keep", action="store_true", help="keep the run folders (temp dir) and print where")
+    args = p.parse_args()
+    config = args.config.resolve()
+
+    print("command:", " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv))
+    vers = {n: metadata.version(n) for n in ("ray", "torch", "gymnasium")}
+    print(f"python {sys.version.split()[0]}, " + ", ".join(f"{k} {v}" for k, v in vers.items())
+          + f", {os.cpu_count()} CPUs, config {config}")
+    sys.stdout.flush()
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_train_"))
+    tables = []
+    try:
+        if not args.skip_throughput:
+            hp = baseline_hyperparameters(config, args.iterations)
+            script = tmp / "plain_rllib_ppo.py"
+            script.write_text(RLLIB_SCRIPT)
+            stop = f"stop={{training_iteration: {args.iterations}}}"
+            results = {"raytrain": [], "rllib": []}
+            rows = []
+            for i in range(args.repeats):
+                for side in ("raytrain", "rllib"):
+                    if side == "raytrain":
+                        res = run_raytrain(config, tmp / "throughput", [stop], args.timeout)
+                    else:
+                        res = run_rllib(hp, script, args.timeout)
+                    sps, wall_sps = throughput(res["rows"])
+                    results[side].append((sps, wall_sps))
+                    last = res["rows"][-1]
+                    rows.append([f"{side} #{i + 1}", f(sps), f(wall_sps), f(last[STEPS]),
+                                 f(startup_s(res), ".1f"), f(res["end"] - res["start"], ".1f")])
+                    print(f"  throughput {side} #{i + 1}: {sps:,.0f} env steps/s", flush=True)
+            m = {s: (med([r[0] for r in v]), med([r[1] for r in v])) for s, v in results.items()}
+            rows.append(["median raytrain", f(m["raytrain"][0]), f(m["raytrain"][1]), "", "", ""])
+            rows.append(["median rllib", f(m["rllib"][0]), f(m["rllib"][1]), "", "", ""])
+            rows.append(["ratio raytrain/rllib", f(m["raytrain"][0] / m["rllib"][0], ".3f"),
+                         f(m["raytrain"][1] / m["rllib"][1], ".3f"), "", "", ""])
+            tables.append(fmt_table(
+                ["run", "env steps/s", "wall steps/s", "env steps", "start-up s", "process s"], rows,
+                f"(a) throughput, {args.iterations} iterations per run, iteration 1 excluded (goal: ratio >= 0.97)"))
+
+        if not args.skip_solve:
+            rows, solve, steps, starts = [], [], [], []
+            for i in range(args.repeats):
+                seed = args.seed_base + i
+                res = run_raytrain(config, tmp / "solve", [f"experiment.seed={seed}"] + args.overrides, args.timeout)
+                hit = next((r for r in res["rows"] if (r.get(args.metric) or 0) >= args.threshold), None)
+                start = startup_s(res)
+                sps = throughput(res["rows"])[0] if len(res["rows"]) > 1 else None
+                if hit is None:
+                    rows.append([seed, "not reached", "-", "-", f(start, ".1f"), f(sps), f(res["end"] - res["start"], ".1f")])
+                    solve.append(None)
+                else:
+                    t = hit["wall"] - res["start"]
+                    solve.append(t); steps.append(hit[STEPS])
+                    rows.append([seed, f(t, ".1f") + ("" if hit["wall_source"] == "line" else " (ts)"),
+                                 f(hit[STEPS]), int(hit["training_iteration"]), f(start, ".1f"), f(sps),
+                                 f(res["end"] - res["start"], ".1f")])
+                starts.append(start)
+                print(f"  solve seed {seed}: {rows[-1][1]} s, {rows[-1][2]} env steps", flush=True)
+            reached = [s for s in solve if s is not None]
+            rows.append(["median", f(med(solve) if len(reached) == len(solve) else None, ".1f"), f(med(steps)),
+                         "", f(med(starts), ".1f"), "", ""])
+            extra = " ".join(f"--set {o}" for o in args.overrides)
+            tables.append(fmt_table(
+                ["seed", "solve s", "env steps", "iters", "start-up s", "env steps/s", "process s"], rows,
+                f"(b) time to solve: wall s from process start until {args.metric} >= {args.threshold:g} "
+                f"({len(reached)}/{len(solve)} reached){' ' + extra if extra else ''}"))
+    finally:
+        if args.keep:
+            print(f"run folders kept in {tmp}")
+        else:
+            import shutil
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    print()
+    print("\n\n".join(tables))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""What a user sees from the CLI: exit codes, messages, no tracebacks."""
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from raytrain.cli import app
+
+runner = CliRunner()
+
+
+def test_validate_bad_file_exit_2_with_location_no_traceback(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\ntraining:\n  minibatch_sise: 3\n")
+    result = runner.invoke(app, ["config", "validate", str(path), "--no-rllib"])
+    assert result.exit_code == 2
+    assert f"error: {path}:3: training.minibatch_sise: unknown key; did you mean 'minibatch_size'?" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_validate_good_file(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\n")
+    result = runner.invoke(app, ["config", "validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"ok: {path}" in result.output
+
+
+def test_validate_reports_rllib_rejections(write_yaml):
+    # Valid for raytrain's schema, rejected by RLlib's own PPOConfig.validate().
+    path = write_yaml("environment: {env: CartPole-v1}\nevaluation: {evaluation_interval: 1, evaluation_duration: auto}\n")
+    result = runner.invoke(app, ["config", "validate", str(path)])
+    assert result.exit_code == 2
+    assert "RLlib rejects the config" in result.output and "evaluation_duration=auto" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_show_json_has_both_views(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\ntraining: {lambda: 0.9, train_batch_size: 500}\n")
+    result = runner.invoke(app, ["config", "show", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["raytrain"]["training"] == {"lambda": 0.9, "train_batch_size": 500}
+    assert data["rllib"]["training"] == {"lambda_": 0.9, "train_batch_size_per_learner": 500}
+
+
+def test_show_prints_overrides(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\n")
+    result = runner.invoke(app, ["config", "show", str(path), "--set", "training.lr=0.01"])
+    assert result.exit_code == 0
+    assert "override: training.lr = 0.01 (was unset)" in result.output
+
+
+def test_schema_is_json_schema_with_docs():
+    result = runner.invoke(app, ["config", "schema"])
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert schema["$schema"].startswith("https://json-schema.org/")
+    training = schema["$defs"]["TrainingConfig"]["properties"]
+    assert "lambda" in training and "minibatch_size" in training
+    assert training["minibatch_size"]["description"] == "SGD minibatch size."
+
+
+def test_train_dry_run_starts_nothing(write_yaml, tmp_path):
+    storage = tmp_path / "results"
+    path = write_yaml(f"environment: {{env: CartPole-v1}}\nexperiment: {{storage_path: {storage}}}\n")
+    result = runner.invoke(app, ["train", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "train_batch_size_per_learner" not in result.output  # nothing set, nothing claimed
+    assert "callbacks_class" in result.output
+    assert not storage.exists()
+
+
+def test_train_config_error_exit_2(write_yaml):
+    path = write_yaml("environment: {env: NoSuchEnv-v0}\n")
+    result = runner.invoke(app, ["train", str(path)])
+    assert result.exit_code == 2
+    assert f"{path}:1: environment.env" in result.output
+
+
+def test_train_needs_file_or_resume():
+    result = runner.invoke(app, ["train"])
+    assert result.exit_code == 2
+    assert "--resume" in result.output
+
+
+def test_verbose_shows_traceback(write_yaml):
+    path = write_yaml("environment: {env: NoSuchEnv-v0}\n")
+    result = runner.invoke(app, ["--verbose", "train", str(path)])
+    assert result.exit_code == 2
+    assert "Traceback" in result.output
+
+
+def test_python_m_and_help_do_not_import_ray():
+    code = "import sys, runpy; sys.argv=['raytrain','--help']\ntry:\n  runpy.run_module('raytrain', run_name='__main__')\nexcept SystemExit: pass\nprint('ray' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "train" in out
+    assert out.strip().endswith("False False")

@@ -1,0 +1,143 @@
+"""Every bad input: file:line, dotted path, what is wrong, what to do."""
+
+import pytest
+
+from raytrain.config.load import load_config
+from raytrain.errors import ConfigError
+
+
+def errors_of(path, overrides=None) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides or [])
+    return [str(i) for i in info.value.issues]
+
+
+def test_unknown_key_names_line_path_and_nearest(write_yaml):
+    path = write_yaml("environment:\n  env: CartPole-v1\ntraining:\n  gamma: 0.9\n  minibatch_sise: 64\n")
+    (msg,) = errors_of(path)
+    assert msg == f"{path}:5: training.minibatch_sise: unknown key; did you mean 'minibatch_size'?"
+
+
+def test_key_in_wrong_section_says_where_it_belongs(write_yaml):
+    path = write_yaml("environment:\n  env: CartPole-v1\ntraining:\n  num_env_runners: 2\n")
+    (msg,) = errors_of(path)
+    assert "training.num_env_runners" in msg and "belongs in the 'env_runners' section" in msg
+    assert msg.startswith(f"{path}:4:")
+
+
+def test_unknown_section(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\ntrainig:\n  lr: 0.1\n")
+    (msg,) = errors_of(path)
+    assert msg.startswith(f"{path}:2: trainig: unknown section; did you mean 'training'?")
+
+
+def test_wrong_type_and_range(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\ntraining:\n  gamma: 1.5\n  num_epochs: many\n")
+    msgs = errors_of(path)
+    assert any(m.startswith(f"{path}:3: training.gamma:") and "1.5" in m for m in msgs)
+    assert any(m.startswith(f"{path}:4: training.num_epochs:") and "many" in m for m in msgs)
+
+
+def test_all_problems_reported_at_once(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\ntraining: {lr: x, gama: 1}\nmodel: {fcnet_hidden: [3]}\n")
+    assert len(errors_of(path)) == 3
+
+
+def test_missing_environment(write_yaml):
+    (msg,) = errors_of(write_yaml("training: {lr: 0.001}\n"))
+    assert "environment: is required" in msg and "CartPole-v1" in msg
+
+
+def test_unknown_env_names_nearest_registered_ids(write_yaml):
+    path = write_yaml("environment:\n  env: CartPol-v1\n")
+    (msg,) = errors_of(path)
+    assert msg.startswith(f"{path}:2: environment.env:")
+    assert "'CartPole-v1'" in msg
+
+
+def test_custom_env_import_path_checked(write_yaml):
+    (msg,) = errors_of(write_yaml("environment: {env: 'no_such_pkg.envs:MyEnv'}\n"))
+    assert "cannot import module 'no_such_pkg.envs'" in msg
+    (msg,) = errors_of(write_yaml("environment: {env: 'gymnasium.envs.classic_control:NoSuchEnv'}\n"))
+    assert "has no attribute 'NoSuchEnv'" in msg
+
+
+def test_custom_env_class_accepted(write_yaml):
+    cfg = load_config(write_yaml("environment: {env: 'gymnasium.envs.classic_control:CartPoleEnv'}\n")).config
+    assert cfg.experiment.name == "ppo_CartPoleEnv"
+
+
+def test_stop_metric_never_reported_is_an_error(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\nstop:\n  env_runners/episode_return_meen: 450\n")
+    (msg,) = errors_of(path)
+    assert msg.startswith(f"{path}:3: stop.env_runners/episode_return_meen:")
+    assert "never reports" in msg and "did you mean 'env_runners/episode_return_mean'" in msg
+
+
+def test_evaluation_metric_needs_evaluation(write_yaml):
+    (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\nstop: {evaluation/env_runners/episode_return_mean: 1}\n"))
+    assert "evaluation.evaluation_interval" in msg
+    ok = "environment: {env: CartPole-v1}\nevaluation: {evaluation_interval: 2}\nstop: {evaluation/env_runners/episode_return_mean: 1}\n"
+    load_config(write_yaml(ok, "ok.yaml"))
+
+
+def test_running_mean_metric_follows_window(write_yaml):
+    (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\nexperiment: {return_window: 20}\nstop: {raytrain/episode_return_mean_100: 1}\n"))
+    assert "raytrain/episode_return_mean_20" in msg
+
+
+def test_minibatch_larger_than_batch_is_an_error(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\ntraining:\n  train_batch_size: 256\n  minibatch_size: 512\n")
+    (msg,) = errors_of(path)
+    assert msg.startswith(f"{path}:4: training.minibatch_size: 512 is larger than training.train_batch_size 256")
+
+
+def test_fragment_larger_than_batch_is_an_error(write_yaml):
+    text = "environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 2, rollout_fragment_length: 200}\ntraining: {train_batch_size: 256}\n"
+    (msg,) = errors_of(write_yaml(text))
+    assert "env_runners.rollout_fragment_length" in msg and "400" in msg
+
+
+def test_suspicious_settings_warn_with_numbers(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\ntraining:\n  train_batch_size: 1000\n  minibatch_size: 128\n  lr: 0.05\n")
+    loaded = load_config(path)
+    text = "\n".join(loaded.warnings)
+    assert f"{path}:4: training.minibatch_size: 128 does not divide train_batch_size 1000" in text
+    assert "such as 125" in text
+    assert f"{path}:5: training.lr: 0.05 is unusually high" in text
+
+
+def test_relative_storage_path_is_an_error(write_yaml):
+    (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\nexperiment: {storage_path: results}\n"))
+    assert "experiment.storage_path" in msg and "absolute" in msg
+
+
+def test_storage_path_expands_home(write_yaml, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = load_config(write_yaml("environment: {env: CartPole-v1}\n")).config
+    assert cfg.experiment.storage_path == f"{tmp_path}/raytrain_results"
+
+
+def test_schedule_errors(write_yaml):
+    (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\ntraining:\n  lr: {schedule: linear, start: 0.1, end: 0}\n"))
+    assert msg.endswith("training.lr.timesteps: is required")
+    (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\ntraining:\n  lr: {schedule: cosine}\n"))
+    assert "schedule: linear" in msg and "piecewise" in msg
+    (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\ntraining:\n  lr: {schedule: piecewise, points: [[5, 0.1]]}\n"))
+    assert "timestep 0" in msg
+
+
+def test_invalid_yaml_names_the_line(write_yaml):
+    path = write_yaml("environment:\n  env: CartPole-v1\ntraining:\n  lr: [0.1\n")
+    (msg,) = errors_of(path)
+    assert msg.startswith(f"{path}:") and "invalid YAML" in msg
+
+
+def test_not_a_mapping(write_yaml):
+    (msg,) = errors_of(write_yaml("- a\n- b\n"))
+    assert "mapping of sections" in msg
+
+
+def test_missing_file(tmp_path):
+    (msg,) = errors_of(tmp_path / "nope.yaml")
+    assert "no such file" in msg
