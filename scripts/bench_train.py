@@ -39,6 +39,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 STEPS = "num_env_steps_sampled_lifetime"
 ITER_LINE = re.compile(r"^\s*iter\s+(\d+)\b")
+WAIT_IDLE = 0.0  # seconds to wait for an idle machine before each run (--wait-idle)
 
 # --------------------------------------------------------------------------------------------------
 # The plain-RLlib baseline. Hyperparameters arrive as JSON (argv[1]); only keys present are passed,
@@ -157,6 +158,35 @@ def baseline_hyperparameters(config_path: Path, iterations: int) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------
+def cpu_busy(interval: float = 1.0) -> float:
+    """Fraction of all CPUs busy over `interval` seconds (Linux /proc/stat; 0 elsewhere)."""
+    def read():
+        try:
+            vals = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        except OSError:
+            return None
+        idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+        return sum(vals), idle
+    a = read()
+    time.sleep(interval)
+    b = read()
+    if a is None or b is None or b[0] == a[0]:
+        return 0.0
+    return 1.0 - (b[1] - a[1]) / (b[0] - a[0])
+
+
+def wait_idle(max_wait: float, limit: float = 0.2) -> float:
+    """Wait until the machine is idle (< `limit` busy) so other work does not skew the timings."""
+    deadline = time.time() + max_wait
+    while True:
+        busy = cpu_busy()
+        if busy < limit or time.time() >= deadline:
+            if busy >= limit:
+                print(f"  warning: the machine is still {busy:.0%} busy with other work; timings will suffer", flush=True)
+            return busy
+        time.sleep(2)
+
+
 def run_timed(cmd: list[str], timeout: float) -> dict:
     """Run `cmd`; time-stamp every stdout/stderr line as it arrives. Returns start, lines, rc."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="250")
@@ -166,6 +196,8 @@ def run_timed(cmd: list[str], timeout: float) -> dict:
         for line in iter(stream.readline, ""):
             lines[name].append((time.time(), line.rstrip("\n")))
 
+    if WAIT_IDLE:
+        wait_idle(WAIT_IDLE)
     start = time.time()
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     threads = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
@@ -263,9 +295,13 @@ def main() -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="extra raytrain override for the solve runs only (repeatable; for trying configs)")
     p.add_argument("--timeout", type=float, default=300, help="seconds before a run is killed; default 300")
+    p.add_argument("--wait-idle", type=float, default=120,
+                   help="before each run wait up to this many seconds for other CPU load to stop; default 120 (0: off)")
     p.add_argument("--keep", action="store_true", help="keep the run folders (temp dir) and print where")
     args = p.parse_args()
     config = args.config.resolve()
+    global WAIT_IDLE
+    WAIT_IDLE = args.wait_idle
 
     print("command:", " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv))
     vers = {n: metadata.version(n) for n in ("ray", "torch", "gymnasium")}

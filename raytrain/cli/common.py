@@ -55,6 +55,15 @@ def handle_errors(fn):
         except KeyboardInterrupt:
             err.print("interrupted", style="red")
             raise typer.Exit(130) from None
+        except typer.Exit:
+            raise
+        except Exception as exc:  # a failure inside Ray/RLlib: say what, keep the traceback for --verbose
+            if verbose():
+                err.print_exception()
+            else:
+                err.print(f"error: {type(exc).__name__}: {exc}", style="red", markup=False)
+                err.print("(run with --verbose for the traceback)", style="dim")
+            raise typer.Exit(1) from None
 
     return wrapper
 

@@ -92,7 +92,14 @@ def _train(file, overrides, address, dry_run, resume) -> None:
             out.print(f"# resuming from: {checkpoint}", markup=False)
         return
 
+    from raytrain.errors import ConfigError, ConfigIssue
+    from raytrain.rllib.translate import build_ppo_config
     from raytrain.training import Trainer, check_resources, connect_ray
+
+    try:
+        build_ppo_config(cfg).validate()
+    except Exception as exc:  # RLlib's own checks, before anything starts or is written
+        raise ConfigError([ConfigIssue(str(file or resume), "", f"RLlib rejects the config: {exc}")]) from None
 
     where = connect_ray(address)
     check_resources(cfg)

@@ -1,0 +1,172 @@
+"""`raytrain train` on a real local Ray: run folder, checkpoints, resume, eval, Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from raytrain.cli import app
+
+pytestmark = pytest.mark.integration
+
+_runner = CliRunner()
+
+
+class runner:  # noqa: N801 - reads like CliRunner at the call sites
+    """CliRunner.invoke with sys.argv set as a real `raytrain ...` process would have it (command.txt)."""
+
+    @staticmethod
+    def invoke(app, args):
+        saved = sys.argv
+        sys.argv = ["raytrain", *args]
+        try:
+            return _runner.invoke(app, args)
+        finally:
+            sys.argv = saved
+
+SMALL = """
+experiment: {{name: small, seed: 1, storage_path: {storage}, checkpoint_frequency: 2}}
+environment: {{env: CartPole-v1}}
+env_runners: {{num_env_runners: 0, num_envs_per_env_runner: 2}}
+training: {{train_batch_size: 200, minibatch_size: 100, num_epochs: 1}}
+model: {{fcnet_hiddens: [16]}}
+stop: {{training_iteration: 2}}
+"""
+
+
+@pytest.fixture
+def small_config(tmp_path):
+    storage = tmp_path / "results"
+    path = tmp_path / "small.yaml"
+    path.write_text(SMALL.format(storage=storage))
+    return path, storage
+
+
+def _run_dir(output: str) -> Path:
+    return Path(output.strip().splitlines()[-1])
+
+
+def test_train_writes_complete_run_folder_then_resume_and_eval(ray_session, small_config):
+    path, storage = small_config
+    result = runner.invoke(app, ["train", str(path), "--set", "training.gamma=0.95"])
+    assert result.exit_code == 0, result.output
+    run = _run_dir(result.stdout)
+    assert run.parent == storage / "small"
+
+    for name in ("config.yaml", "rllib_config.json", "command.txt", "versions.json", "metrics.jsonl", "metrics.csv", "run.json"):
+        assert (run / name).is_file(), name
+    resolved = yaml.safe_load((run / "config.yaml").read_text())
+    assert resolved["training"]["gamma"] == 0.95  # the override is in the resolved config
+    assert json.loads((run / "rllib_config.json").read_text())["training"]["gamma"] == 0.95
+    assert "--set training.gamma=0.95" in (run / "command.txt").read_text()
+    versions = json.loads((run / "versions.json").read_text())
+    assert versions["ray"].startswith("2.60") and versions["python"] and versions["raytrain"]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["training_iteration"] for r in rows] == [1, 2]
+    assert "raytrain/episode_return_mean_100" in rows[-1]
+    assert rows[-1]["raytrain/episodes_total"] > 0
+    header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert "raytrain/episode_return_mean_100" in header and "training_iteration" in header
+    status = json.loads((run / "run.json").read_text())
+    assert status["status"] == "finished" and status["iteration"] == 2
+    ckpt = run / "checkpoints" / "checkpoint_000002"
+    state = json.loads((ckpt / "raytrain_state.json").read_text())
+    assert state["iteration"] == 2 and len(state["callbacks"]["returns"]) == rows[-1]["raytrain/episodes_in_window"]
+    before = (ckpt / "raytrain_state.json").stat().st_mtime_ns
+
+    # --resume continues from the latest checkpoint, iteration count and running mean included.
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "stop.training_iteration=4"])
+    assert result.exit_code == 0, result.output
+    assert "resuming from checkpoint_000002" in result.output
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3, 4]
+    assert rows[2]["raytrain/episodes_total"] > rows[1]["raytrain/episodes_total"]
+    assert rows[3]["num_env_steps_sampled_lifetime"] > rows[1]["num_env_steps_sampled_lifetime"]
+    assert rows[3]["time_total_s"] > rows[1]["time_total_s"]
+    assert (run / "checkpoints" / "checkpoint_000004" / "raytrain_state.json").is_file()
+    assert (ckpt / "raytrain_state.json").stat().st_mtime_ns == before  # nothing overwritten
+    assert (run / "command.txt").read_text().count("raytrain train") == 2
+
+    # eval loads the latest checkpoint and runs fresh episodes.
+    result = runner.invoke(app, ["eval", str(run), "--episodes", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["episodes"] == 3 and len(summary["returns"]) == 3
+    assert summary["checkpoint"].endswith("checkpoint_000004")
+    assert summary["return_min"] <= summary["return_mean"] <= summary["return_max"]
+
+
+def test_num_to_keep_prunes_oldest(ray_session, small_config):
+    path, _ = small_config
+    result = runner.invoke(
+        app, ["train", str(path), "--set", "experiment.checkpoint_frequency=1", "--set", "experiment.num_to_keep=2", "--set", "stop.training_iteration=3"]
+    )
+    assert result.exit_code == 0, result.output
+    run = _run_dir(result.stdout)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["checkpoint_000002", "checkpoint_000003"]
+
+
+def test_metrics_list_matches_a_live_result(ray_session, tmp_path):
+    """The stop-key check relies on raytrain.rllib.metrics; a Ray upgrade that renames metrics must fail here."""
+    from raytrain.config.load import load_source
+    from raytrain.config.source import parse_yaml
+    from raytrain.rllib.metrics import EVALUATION_METRICS, TRAIN_METRICS
+    from raytrain.rllib.translate import build_ppo_config
+    from raytrain.runs import flatten
+
+    text = (
+        "environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 1}\n"
+        "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\n"
+        "evaluation: {evaluation_interval: 1, evaluation_duration: 1}\n"
+    )
+    cfg = load_source(parse_yaml(text, "inline.yaml")).config
+    algo = build_ppo_config(cfg).build_algo()
+    try:
+        result = flatten(algo.train())
+    finally:
+        algo.stop()
+    missing = sorted((TRAIN_METRICS | EVALUATION_METRICS) - set(result))
+    assert not missing, f"metrics no longer reported by RLlib: {missing}"
+    assert "raytrain/episode_return_mean_100" in result
+    assert "env_runners/raytrain_episode_returns" not in result  # our raw list never leaks into results
+
+
+def test_ctrl_c_saves_a_checkpoint(tmp_path):
+    """A real `raytrain train` process (its own local Ray) interrupted with SIGINT."""
+    storage = tmp_path / "results"
+    path = tmp_path / "long.yaml"
+    path.write_text(SMALL.format(storage=storage).replace("stop: {training_iteration: 2}", "stop: {training_iteration: 100000}").replace("checkpoint_frequency: 2", "checkpoint_frequency: 0"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raytrain", "train", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    try:
+        deadline = time.time() + 180
+        metrics = None
+        while time.time() < deadline:
+            found = list(storage.glob("small/*/metrics.jsonl"))
+            if found and len(found[0].read_text().splitlines()) >= 2:
+                metrics = found[0]
+                break
+            time.sleep(0.5)
+        assert metrics is not None, "training did not start"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-2000:]
+    run = metrics.parent
+    status = json.loads((run / "run.json").read_text())
+    assert status["status"] == "interrupted"
+    ckpts = list((run / "checkpoints").glob("checkpoint_*/raytrain_state.json"))
+    assert len(ckpts) == 1
+    assert f"raytrain train --resume {run}" in err
