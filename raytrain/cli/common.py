@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -16,11 +16,11 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 SetOption = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option("--set", "-s", help="Override a key, KEY=VALUE with VALUE parsed as YAML (repeatable).", metavar="KEY=VALUE"),
 ]
 AddressOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(help="Ray cluster to use (default: $RAY_ADDRESS, else a local Ray started on the spot)."),
 ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -75,7 +75,7 @@ def show(
 @app.command()
 @handle_errors
 def schema(
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
 ) -> None:
     """Print the JSON Schema of train configs (for editor completion, e.g. yaml-language-server)."""
     from raytrain.config.docs import json_schema
@@ -92,8 +92,8 @@ def schema(
 @handle_errors
 def import_rllib(
     file: Annotated[Path, typer.Argument(help="An RLlib tuned-example YAML (the `rllib train -f` format).")],
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the raytrain YAML here (default: stdout)."),
-    experiment: Optional[str] = typer.Option(None, help="Which experiment of the file to convert, when it holds several."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write the raytrain YAML here (default: stdout)."),
+    experiment: str | None = typer.Option(None, help="Which experiment of the file to convert, when it holds several."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
 ) -> None:
     """Convert RLlib's former tuned-example YAML into a raytrain config, listing what cannot be translated."""
@@ -117,7 +117,9 @@ def import_rllib(
         err.print(f"not translated: {line}", style="yellow", markup=False)
     if output:
         if output.exists() and not force:
-            raise typer.BadParameter(f"{output} exists; pass --force to overwrite it")
+            from raytrain.errors import UsageError
+
+            raise UsageError(f"{output} exists; pass --force to overwrite it")
         output.write_text(header + text)
         err.print(f"wrote {output}", markup=False)
     else:

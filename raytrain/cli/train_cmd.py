@@ -6,7 +6,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -42,11 +42,11 @@ def _progress_line(report, cfg, started: float) -> str:
 
 
 def train(
-    file: Annotated[Optional[Path], typer.Argument(help="Train config YAML (optional with --resume).")] = None,
+    file: Annotated[Path | None, typer.Argument(help="Train config YAML (optional with --resume).")] = None,
     set_: SetOption = None,
     address: AddressOption = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print what would run; start nothing."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this folder from its latest checkpoint."),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue the run in this folder from its latest checkpoint."),
 ) -> None:
     """Train PPO from a YAML config on a local Ray (or the cluster at --address / RAY_ADDRESS)."""
     _train(file, set_ or [], address, dry_run, resume)
@@ -137,7 +137,7 @@ def eval_(
     checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder, or a run folder (its latest checkpoint).")],
     episodes: int = typer.Option(10, "--episodes", "-n", min=1, help="Episodes to run."),
     explore: bool = typer.Option(False, help="Sample stochastic actions instead of the greedy ones."),
-    seed: Optional[int] = typer.Option(None, help="Seed the evaluation env."),
+    seed: int | None = typer.Option(None, help="Seed the evaluation env."),
     json_: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Run fresh episodes with a checkpoint's policy: mean, std, min and max return."""

@@ -7,7 +7,8 @@ notice naming the new key, so nothing a user wrote is dropped.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from raytrain.config.source import Source
 from raytrain.errors import ConfigError, ConfigIssue

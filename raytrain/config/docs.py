@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import types
+import typing
+from typing import Any, Literal, Union
 
 from raytrain.config.schema import SECTIONS, RaytrainConfig
 
@@ -14,27 +16,67 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
-def _type_name(annotation: Any) -> str:
-    text = str(annotation).replace("typing.", "").replace("raytrain.config.schema.", "")
-    text = text.replace("NoneType", "").replace("| None", "").replace("Optional[", "").strip(" |")
-    for noise in ("Annotated[Union[LinearSchedule, PiecewiseSchedule], FieldInfo(annotation=NoneType, required=True, discriminator='schedule')]",):
-        text = text.replace(noise, "schedule")
-    return text.replace("Literal", "one of ").replace("<class '", "").replace("'>", "")
+def type_name(annotation: Any) -> str:
+    """A short, readable name for a field's type."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return type_name(args[0])
+    if origin in (Union, types.UnionType):
+        names = [type_name(a) for a in args if a is not type(None)]
+        if any("Schedule" in n for n in names):
+            names = [n for n in names if "Schedule" not in n] + ["schedule"]
+        return " or ".join(dict.fromkeys(names))
+    if origin is Literal:
+        return " / ".join(str(a) for a in args)
+    if origin in (list, tuple, dict):
+        inner = ", ".join(type_name(a) for a in args if a is not Ellipsis)
+        return f"{origin.__name__}[{inner}]"
+    if annotation is Any:
+        return "any"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _rllib_defaults() -> dict[str, Any]:
+    """RLlib's PPO defaults for the fields raytrain leaves unset (imports Ray)."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    ppo = PPOConfig()
+    renamed = {"lambda_": "lambda_", "train_batch_size": "train_batch_size_per_learner"}
+    out: dict[str, Any] = {}
+    for section, model in SECTIONS.items():
+        for name in model.model_fields:
+            if section == "model":
+                out[f"model.{name}"] = getattr(DefaultModelConfig(), name, None)
+            elif section != "experiment" and hasattr(ppo, renamed.get(name, name)):
+                out[f"{section}.{name}"] = getattr(ppo, renamed.get(name, name))
+    out["env_runners.observation_filter"] = "NoFilter"
+    return out
 
 
 def markdown_reference() -> str:
     """A Markdown table per section: key, type, default, meaning."""
+    defaults = _rllib_defaults()
     lines = []
     for section, model in SECTIONS.items():
-        lines.append(f"### `{section}`\n")
+        lines.append(f"#### `{section}`\n")
         if model.__doc__:
             lines.append(model.__doc__.strip().splitlines()[0] + "\n")
         lines.append("| key | type | default | meaning |")
         lines.append("|---|---|---|---|")
         for name, f in model.model_fields.items():
-            default = "required" if f.is_required() else ("RLlib's" if f.default is None else repr(f.get_default(call_default_factory=True)))
-            lines.append(f"| `{f.alias or name}` | `{_type_name(f.annotation)}` | {default} | {f.description or ''} |")
+            if f.is_required():
+                default = "required"
+            elif f.default is not None or f.default_factory is not None:
+                default = f"`{f.get_default(call_default_factory=True)!r}`"
+            elif f"{section}.{name}" in defaults:
+                default = f"RLlib: `{defaults[f'{section}.{name}']!r}`"
+            else:
+                default = "unset"
+            meaning = (f.description or "").replace("|", "\\|")
+            lines.append(f"| `{f.alias or name}` | {type_name(f.annotation).replace('|', '/')} | {default} | {meaning} |")
         lines.append("")
-    lines.append("### `stop`\n")
+    lines.append("#### `stop`\n")
     lines.append(RaytrainConfig.model_fields["stop"].description + "\n")
     return "\n".join(lines)

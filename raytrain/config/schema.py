@@ -8,7 +8,7 @@ they feed `raytrain config schema`, the README reference and error messages.
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -57,7 +57,7 @@ class PiecewiseSchedule(_Section):
         return [[t, v] for t, v in self.points]
 
 
-Schedule = Annotated[Union[LinearSchedule, PiecewiseSchedule], Field(discriminator="schedule")]
+Schedule = Annotated[LinearSchedule | PiecewiseSchedule, Field(discriminator="schedule")]
 
 
 class ExperimentConfig(_Section):

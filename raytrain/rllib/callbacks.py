@@ -29,7 +29,7 @@ def _as_floats(value) -> list[float]:
     return [float(value)]
 
 
-def find(algorithm) -> "RaytrainCallbacks | None":
+def find(algorithm) -> RaytrainCallbacks | None:
     """The RaytrainCallbacks instance of an Algorithm, if it has one."""
     callbacks = getattr(algorithm, "callbacks", None)
     for cb in callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]:

@@ -75,7 +75,6 @@ def build_ppo_config(cfg: RaytrainConfig, calls: dict[str, dict[str, Any]] | Non
     """Build the RLlib `PPOConfig` for `cfg` (imports Ray; does not start it)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
-
     from ray.util import log_once
 
     # raytrain only runs the new API stack; RLlib's "you are on the new stack" notice is noise here.
