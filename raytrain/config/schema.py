@@ -235,6 +235,18 @@ class ModelConfig(_Section):
     """torch.nn.init function name for LSTM biases."""
     lstm_bias_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `lstm_bias_initializer`."""
+    fusionnet_hiddens: list[int] | None = None
+    """Multi-input (Dict) observations: hidden sizes of the net that fuses the per-input encodings."""
+    fusionnet_activation: Activation | None = None
+    """Activation of the fusion net."""
+    fusionnet_kernel_initializer: str | None = None
+    """torch.nn.init function name for fusion-net weights."""
+    fusionnet_kernel_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `fusionnet_kernel_initializer`."""
+    fusionnet_bias_initializer: str | None = None
+    """torch.nn.init function name for fusion-net biases."""
+    fusionnet_bias_initializer_kwargs: dict[str, Any] | None = None
+    """Keyword arguments for `fusionnet_bias_initializer`."""
 
 
 class LearnersConfig(_Section):

@@ -94,6 +94,12 @@ MODEL_EXPECTED = {
     "lstm_kernel_initializer_kwargs": {"gain": 2.0},
     "lstm_bias_initializer": "zeros_",
     "lstm_bias_initializer_kwargs": {},
+    "fusionnet_hiddens": [12],
+    "fusionnet_activation": "swish",
+    "fusionnet_kernel_initializer": "kaiming_uniform_",
+    "fusionnet_kernel_initializer_kwargs": {"a": 0.1},
+    "fusionnet_bias_initializer": "constant_",
+    "fusionnet_bias_initializer_kwargs": {"val": 0.2},
 }
 
 EXPERIMENT_EXPECTED = {
