@@ -49,7 +49,29 @@ def _lookup(data, path: list[str]):
     return data
 
 
-def _pydantic_issues(exc: ValidationError, source: Source) -> list[ConfigIssue]:
+_TAGS = ("float", "linear", "piecewise", "uniform", "loguniform", "quniform", "randint", "choice", "grid")
+
+
+def _model_at(model: type, loc: list[str]) -> type | None:
+    """The pydantic model class reached by walking `loc` through nested fields (None if not a model)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    for part in loc:
+        fields = model.model_fields
+        field = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
+        if field is None:
+            return None
+        candidates = [field.annotation, *typing.get_args(field.annotation)]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if model is None:
+            return None
+    return model
+
+
+def pydantic_issues(exc: ValidationError, source: Source, model: type = RaytrainConfig) -> list[ConfigIssue]:
+    """Turn a pydantic ValidationError into ConfigIssues with file:line and a hint."""
     issues = []
     for err in exc.errors():
         raw_loc = [str(p) for p in err["loc"]]
@@ -61,11 +83,15 @@ def _pydantic_issues(exc: ValidationError, source: Source) -> list[ConfigIssue]:
             wrote_mapping = isinstance(_lookup(source.data, head), dict)
             if wrote_mapping == (members[0] == "float"):
                 continue
-        loc = [p for p in raw_loc if p not in ("float", "linear", "piecewise") and not p.startswith(("tagged-union[", "function-"))]
+        loc = [p for p in raw_loc if p not in _TAGS and not p.startswith(("tagged-union[", "function-"))]
         path = ".".join(loc)
         where = source.where(loc)
         kind = err["type"]
-        if kind == "extra_forbidden":
+        if kind == "extra_forbidden" and model is not RaytrainConfig:
+            parent = _model_at(model, loc[:-1])
+            names = [f.alias or n for n, f in parent.model_fields.items()] if parent else []
+            msg = f"unknown key{_nearest(loc[-1], names)}"
+        elif kind == "extra_forbidden":
             key = loc[-1]
             if len(loc) == 1:
                 hint = _nearest(key, [*SECTIONS, "stop", *aliases.SECTION_ALIASES])
@@ -83,6 +109,8 @@ def _pydantic_issues(exc: ValidationError, source: Source) -> list[ConfigIssue]:
             msg = "is required"
             if path == "environment":
                 msg = "is required: add `environment: {env: CartPole-v1}` (a Gymnasium id or 'pkg.module:Class')"
+        elif kind in ("union_tag_invalid", "union_tag_not_found") and "distribution" in str(err.get("ctx", {})):
+            msg = "a distribution needs `distribution:` one of uniform, loguniform, quniform, randint, choice, grid"
         elif kind == "union_tag_invalid" or kind == "union_tag_not_found":
             msg = "a schedule needs `schedule: linear` (start, end, timesteps) or `schedule: piecewise` (points)"
         else:
@@ -230,7 +258,7 @@ def load_source(source: Source, overrides: list[str] | None = None) -> LoadedCon
     try:
         cfg = RaytrainConfig.model_validate(source.data)
     except ValidationError as exc:
-        raise ConfigError(_pydantic_issues(exc, source)) from None
+        raise ConfigError(pydantic_issues(exc, source)) from None
     issues = _check_env(cfg, source) + _check_stop(cfg, source)
     cross_issues, warnings = _cross_checks(cfg, source)
     issues += cross_issues

@@ -1,0 +1,148 @@
+"""`raytrain tune FILE` and `raytrain tune resume|status|plot EXPERIMENT_DIR`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer.core import TyperGroup
+
+from raytrain.cli.common import AddressOption, SetOption, argv, err, handle_errors, out, say
+
+
+class _FileMeansRun(TyperGroup):
+    """`raytrain tune FILE ...` is `raytrain tune run FILE ...`; subcommands keep their names."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=_FileMeansRun,
+    help="Hyperparameter sweeps (PBT, PB2, ASHA, Optuna) through Ray Tune: raytrain tune FILE.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@app.command("run")
+@handle_errors
+def run(
+    file: Annotated[Path, typer.Argument(help="Sweep YAML.")],
+    set_: SetOption = None,
+    address: AddressOption = None,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check the sweep and print what Tune would get; start nothing."),
+    name: str | None = typer.Option(None, "--name", help="Experiment name (overrides the file's `name`)."),
+) -> None:
+    """Run a sweep: live trial table, then a leaderboard, best.yaml and plots in the experiment folder."""
+    import yaml
+
+    from raytrain.config.sweep_load import load_sweep
+    from raytrain.tune.build import plan
+
+    overrides = list(set_ or [])
+    if name:
+        overrides.append(f"name={name}")
+    loaded = load_sweep(file, overrides)
+    say(loaded.notices + loaded.warnings)
+    plan_ = plan(loaded)
+    if dry_run:
+        shown = json.loads(json.dumps(plan_, default=str))
+        shown["param_space"]["raytrain"]["base"] = "<the base train config, see `raytrain config show`>"
+        out.print(yaml.safe_dump(shown, sort_keys=False).rstrip(), markup=False)
+        out.print(f"# experiment folder: {loaded.experiment_dir}", markup=False)
+        return
+
+    from raytrain.training import connect_ray
+    from raytrain.tune.run import run_sweep
+
+    where = connect_ray(address)
+    err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, {loaded.sweep.search.num_samples} trials, ranking on {loaded.metric} ({where})", markup=False)
+    err.print(f"experiment folder: {loaded.experiment_dir}", markup=False)
+    exp_dir = run_sweep(loaded, plan_, argv())
+    _report(exp_dir)
+
+
+@app.command()
+@handle_errors
+def resume(
+    experiment_dir: Annotated[Path, typer.Argument(help="The experiment folder (checkpoint.storage_path/name).")],
+    address: AddressOption = None,
+    restart_errored: bool = typer.Option(False, "--restart-errored", help="Start errored trials again from scratch (default: retry them from their last checkpoint)."),
+) -> None:
+    """Continue a sweep whose driver was killed: finished trials stay done, running ones continue from checkpoints."""
+    from raytrain.training import connect_ray
+    from raytrain.tune.run import resume_sweep
+
+    connect_ray(address)
+    exp_dir = resume_sweep(experiment_dir, restart_errored, argv())
+    _report(exp_dir)
+
+
+@app.command()
+@handle_errors
+def status(
+    experiment_dir: Annotated[Path, typer.Argument(help="The experiment folder.")],
+    json_: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Read a sweep from storage (during or after the run, from any machine that mounts it)."""
+    from dataclasses import asdict
+
+    from raytrain.tune.results import summarize
+
+    meta, trials = summarize(experiment_dir)
+    if json_:
+        best = trials[0] if trials and trials[0].metric_last is not None else None
+        typer.echo(json.dumps({
+            "name": meta["name"], "algorithm": meta["algorithm"], "metric": meta["metric"], "mode": meta["mode"],
+            "trials": [asdict(t) for t in trials],
+            "best": asdict(best) if best else None,
+        }, indent=2, default=str))
+        return
+    _table(meta, trials)
+
+
+@app.command("plot")
+@handle_errors
+def plot_(experiment_dir: Annotated[Path, typer.Argument(help="The experiment folder.")]) -> None:
+    """Redraw the PNG plots of a sweep into EXPERIMENT_DIR/plots."""
+    from raytrain.tune.results import plot
+
+    for path in plot(experiment_dir):
+        out.print(str(path), markup=False)
+
+
+def _table(meta, trials) -> None:
+    from rich.table import Table
+
+    keys = sorted({k for t in trials for k in t.hyperparameters})
+    table = Table(title=f"{meta['name']} ({meta['algorithm']}), ranked on {meta['metric']} ({meta['mode']})", title_justify="left")
+    for col in ("#", "trial", "status", "iter", "last", "best", "env steps", *keys):
+        table.add_column(col, justify="left" if col in ("trial", "status") else "right")
+    for i, t in enumerate(trials, 1):
+        fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+        table.add_row(
+            str(i), t.name, t.status, str(t.iteration), fmt(t.metric_last), fmt(t.metric_best),
+            f"{int(t.env_steps):,}" if t.env_steps else "-",
+            *[f"{v:.3g}" if isinstance(v, float) else str(v) for v in (t.hyperparameters.get(k) for k in keys)],
+        )
+    out.print(table)
+
+
+def _report(exp_dir: Path) -> None:
+    from raytrain.tune.results import summarize
+
+    meta, trials = summarize(exp_dir)
+    _table(meta, trials)
+    if trials and trials[0].metric_last is not None:
+        best = trials[0]
+        out.print(f"best trial: {best.name}: {meta['metric']} = {best.metric_last:.1f}", markup=False)
+        out.print(f"best hyperparameters: {json.dumps(best.hyperparameters)}", markup=False)
+        out.print(f"best checkpoint: {best.checkpoint}", markup=False)
+        out.print(f"best config: {exp_dir / 'best.yaml'}  (raytrain train {exp_dir / 'best.yaml'})", markup=False)
+    out.print(f"plots: {exp_dir / 'plots'}   tensorboard --logdir {exp_dir}", markup=False)
+    out.print(str(exp_dir), markup=False)

@@ -1,0 +1,263 @@
+"""Load and check a sweep file before anything starts: every invalid combination is an error with its reason."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from raytrain.config.load import LoadedConfig, load_source, pydantic_issues
+from raytrain.config.schema import SECTIONS, section_keys
+from raytrain.config.source import Source, apply_overrides, read_yaml
+from raytrain.config.sweep import Choice, Grid, RandInt, SweepConfig
+from raytrain.errors import ConfigError, ConfigIssue
+
+# Sections whose keys can be searched over; environment.env_config.<key> and experiment.seed too.
+SEARCHABLE_SECTIONS = ("training", "model", "env_runners", "learners", "resources", "evaluation")
+
+
+@dataclass
+class LoadedSweep:
+    sweep: SweepConfig
+    base: LoadedConfig
+    """The base train config with `set:` applied and the sweep's stop criteria."""
+    source: Source
+    notices: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def metric(self) -> str:
+        return self.sweep.search.metric or self.base.config.return_metric
+
+    @property
+    def name(self) -> str:
+        return self.sweep.name or f"{self.base.config.experiment.name}_{self.sweep.search.algorithm}"
+
+    @property
+    def experiment_dir(self) -> Path:
+        return Path(self.sweep.checkpoint.storage_path) / self.name
+
+    def hyperparameters(self) -> list[str]:
+        """Every dotted key the sweep varies."""
+        keys = list(self.sweep.space)
+        for section in (self.sweep.pbt, self.sweep.pb2):
+            if section is not None:
+                more = section.hyperparam_mutations if hasattr(section, "hyperparam_mutations") else section.hyperparam_bounds
+                keys += [k for k in more if k not in keys]
+        return keys
+
+
+def _flatten(data: dict) -> dict[str, Any]:
+    """`set:` entries as dotted keys: `{training: {lr: 1}}` and `{training.lr: 1}` mean the same."""
+    out = {}
+    for key, value in data.items():
+        if "." not in key and isinstance(value, dict) and key in SECTIONS:
+            out.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def check_key(key: str) -> str | None:
+    """None if `key` names a searchable raytrain field, else what is wrong with it."""
+    parts = key.split(".")
+    if key == "experiment.seed" or (parts[:2] == ["environment", "env_config"] and len(parts) > 2):
+        return None
+    if len(parts) != 2 or parts[0] not in SEARCHABLE_SECTIONS:
+        return (
+            "is not a searchable key: use a dotted `section.key` with section one of "
+            f"{', '.join(SEARCHABLE_SECTIONS)} (or environment.env_config.<key>, experiment.seed)"
+        )
+    names = section_keys(parts[0])
+    if parts[1] not in names:
+        from raytrain.config.aliases import KEY_ALIASES
+
+        if parts[1] in KEY_ALIASES:
+            section, new, _ = KEY_ALIASES[parts[1]]
+            return f"is an old RLlib name; search over {section}.{new} instead"
+        near = difflib.get_close_matches(parts[1], names, n=1, cutoff=0.6)
+        return "is not a key of the train config" + (f"; did you mean '{parts[0]}.{near[0]}'?" if near else "")
+    return None
+
+
+def _sample_values(dist) -> list[Any]:
+    """Values to try a trial config with: the bounds, or every listed value."""
+    if isinstance(dist, list):
+        return dist
+    if isinstance(dist, (Choice, Grid)):
+        return dist.values
+    if isinstance(dist, RandInt):
+        return [dist.low, dist.high - 1]
+    return [dist.low, dist.high]
+
+
+def trial_source(base: Source, overrides: dict[str, Any], where: str | None = None) -> Source:
+    """A copy of the base Source with dotted overrides applied (the config one trial runs)."""
+    src = Source(copy.deepcopy(base.data), dict(base.origins), base.file)
+    for key, value in overrides.items():
+        node = src.data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+        if where:
+            src.origins[tuple(parts)] = where
+    return src
+
+
+def _check_storage(path: str) -> str | None:
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = Path(path) / f".raytrain_write_test_{uuid.uuid4().hex}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        return f"is not writable ({exc.strerror}); choose a directory you can write to"
+    return None
+
+
+def load_sweep(path: str | Path, overrides: list[str] | None = None) -> LoadedSweep:
+    """Read and check a sweep file (and its base train config). Raises ConfigError with every problem."""
+    source = read_yaml(path)
+    notices = apply_overrides(source, overrides or [])
+    try:
+        sweep = SweepConfig.model_validate(source.data)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_issues(exc, source, SweepConfig)) from None
+    issues: list[ConfigIssue] = []
+    warnings: list[str] = []
+
+    def issue(key_path: tuple[str, ...], message: str) -> None:
+        issues.append(ConfigIssue(source.where(key_path), ".".join(key_path), message))
+
+    # The base train config, with `set:` and the sweep's stop applied.
+    if sweep.base is not None:
+        base_path = (Path(path).parent / sweep.base).resolve()
+        if not base_path.is_file():
+            raise ConfigError([ConfigIssue(source.where(("base",)), "base", f"no such file: {base_path}")])
+        base_source = read_yaml(base_path)
+        base_source.file = str(Path(path).parent / sweep.base)
+        base_source.origins = {k: v.replace(str(base_path), base_source.file) for k, v in base_source.origins.items()}
+    else:
+        base_source = Source(
+            copy.deepcopy(sweep.train),
+            {p[1:]: w for p, w in source.origins.items() if p[:1] == ("train",) and len(p) > 1},
+            str(path),
+        )
+    fixed = _flatten(sweep.set)
+    for key in fixed:
+        problem = check_key(key) if not key.startswith(("experiment.", "environment.")) else None
+        if problem:
+            issue(("set", key), problem)
+    base_source = trial_source(base_source, fixed, None)
+    for key in fixed:
+        base_source.origins[tuple(key.split("."))] = source.where(("set", *key.split("."))) or source.where(("set",))
+    if sweep.stop:
+        base_source.data["stop"] = dict(sweep.stop)
+        for key in sweep.stop:
+            base_source.origins[("stop", key)] = source.where(("stop", key))
+    try:
+        base = load_source(base_source)
+    except ConfigError as exc:
+        raise ConfigError(issues + exc.issues) from None
+    notices += base.notices
+    warnings += base.warnings
+
+    # Sections that do not belong to the chosen algorithm.
+    algo = sweep.search.algorithm
+    wanted = {"pbt": {"pbt"}, "pb2": {"pb2"}, "asha": {"asha"}, "optuna": {"optuna", "asha"}, "random": set(), "grid": set()}[algo]
+    for section in ("pbt", "pb2", "asha", "optuna"):
+        if getattr(sweep, section) is not None and section not in wanted:
+            if algo in ("pbt", "pb2") and section == "optuna":
+                msg = "PBT-style schedulers cannot be combined with a search algorithm (Tune refuses): remove `optuna` or set search.algorithm: optuna"
+            else:
+                msg = f"is set but search.algorithm is {algo}; remove it or set search.algorithm: {section}"
+            issue((section,), msg)
+    if algo == "optuna" and sweep.asha is not None and (sweep.optuna is None or sweep.optuna.pruner != "asha"):
+        issue(("asha",), "is set but optuna.pruner is not asha; add `pruner: asha` under optuna to use it")
+    if algo == "pbt":
+        if sweep.pbt is None or (not sweep.pbt.hyperparam_mutations and not sweep.pbt.custom_explore_fn):
+            issue(("pbt",), "PBT needs pbt.hyperparam_mutations (what to perturb), e.g. {training.lr: {distribution: loguniform, low: 1e-4, high: 1e-2}}")
+    if algo == "pb2":
+        if sweep.pb2 is None or not sweep.pb2.hyperparam_bounds:
+            issue(("pb2",), "PB2 needs pb2.hyperparam_bounds, e.g. {training.lr: [1e-4, 1e-2]}")
+        try:
+            import GPy  # noqa: F401
+            import sklearn  # noqa: F401
+        except ImportError:
+            issue(("search", "algorithm"), "pb2 needs the GPy and scikit-learn packages: pip install GPy scikit-learn (or use pbt)")
+    if algo in ("pbt", "pb2") and sweep.checkpoint.num_to_keep is not None and sweep.checkpoint.num_to_keep < 3:
+        issue(
+            ("checkpoint", "num_to_keep"),
+            f"{sweep.checkpoint.num_to_keep} is too few for PBT: an exploiting trial restores the stronger trial's "
+            "checkpoint by reference, and that trial may have deleted it by then; keep at least 3 (or leave unset)",
+        )
+    if algo == "grid":
+        for key, dist in sweep.space.items():
+            if not isinstance(dist, Grid):
+                issue(("space", key), "search.algorithm grid needs every space entry to be `distribution: grid`")
+    if algo == "optuna":
+        for key, dist in sweep.space.items():
+            if isinstance(dist, Grid):
+                issue(("space", key), "Optuna cannot sample a grid; use `distribution: choice`")
+        if not sweep.space:
+            issue(("space",), "Optuna needs a search space")
+    if algo in ("random", "asha") and not sweep.space and sweep.search.num_samples == 1:
+        warnings.append("warning: the sweep has no search space and one sample: it runs a single trial")
+
+    # Keys and values: every hyperparameter names a real key, and every value gives a valid trial config.
+    spaces: list[tuple[tuple[str, ...], Any]] = [(("space", k), d) for k, d in sweep.space.items()]
+    if sweep.pbt:
+        spaces += [(("pbt", "hyperparam_mutations", k), d) for k, d in sweep.pbt.hyperparam_mutations.items()]
+    if sweep.pb2:
+        spaces += [(("pb2", "hyperparam_bounds", k), list(b)) for k, b in sweep.pb2.hyperparam_bounds.items()]
+    for key_path, dist in spaces:
+        key = key_path[-1]
+        problem = check_key(key)
+        if problem:
+            issue(key_path, problem)
+            continue
+        for value in _sample_values(dist):
+            try:
+                load_source(trial_source(base_source, {key: value}, source.where(key_path)))
+            except ConfigError as exc:
+                issue(key_path, f"with {key} = {value!r} a trial's config is invalid: {exc.issues[0].message}")
+                break
+
+    # Metrics the algorithm reports.
+    from raytrain.rllib.metrics import known_metrics
+
+    cfg = base.config
+    known = known_metrics(cfg.experiment.return_window, cfg.evaluation.evaluation_interval is not None)
+    metric = sweep.search.metric or cfg.return_metric
+    if metric not in known:
+        near = difflib.get_close_matches(metric, sorted(known), n=1, cutoff=0.6)
+        issue(("search", "metric"), "is a metric PPO never reports" + (f"; did you mean '{near[0]}'?" if near else ""))
+    for section in ("pbt", "pb2", "asha"):
+        value = getattr(sweep, section)
+        if value is not None and value.time_attr not in known:
+            issue((section, "time_attr"), f"{value.time_attr!r} is not a reported metric; use training_iteration, time_total_s or num_env_steps_sampled_lifetime")
+    if sweep.optuna and sweep.optuna.points_to_evaluate:
+        for i, point in enumerate(sweep.optuna.points_to_evaluate):
+            for key in point:
+                if key not in sweep.space:
+                    issue(("optuna", "points_to_evaluate", str(i), key), "is not a key of `space`")
+    if sweep.pbt and sweep.pbt.custom_explore_fn:
+        from raytrain.rllib.translate import resolve_import
+
+        try:
+            resolve_import(sweep.pbt.custom_explore_fn)
+        except (ImportError, AttributeError, ValueError) as exc:
+            issue(("pbt", "custom_explore_fn"), f"cannot import {sweep.pbt.custom_explore_fn!r}: {exc}")
+    problem = _check_storage(sweep.checkpoint.storage_path)
+    if problem:
+        issue(("checkpoint", "storage_path"), problem)
+    if issues:
+        raise ConfigError(issues)
+    return LoadedSweep(sweep, base, source, notices, warnings)

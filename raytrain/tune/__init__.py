@@ -1,0 +1,1 @@
+"""Sweeps through Ray Tune: trainable, search and schedulers, storage checks, results."""

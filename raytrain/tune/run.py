@@ -1,0 +1,160 @@
+"""Run and resume sweeps; a live trial table while they run."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ray.tune import Callback
+
+from raytrain.config.sweep_load import LoadedSweep
+from raytrain.errors import SweepError
+from raytrain.tune.results import META_FILE, SWEEP_FILE, plot, summarize, write_best_config, write_leaderboard
+from raytrain.tune.trainable import TRIAL_KEY
+
+
+class LiveTable(Callback):
+    """Prints a table of trials (status, iteration, metric, hyperparameters) every `every_s` seconds."""
+
+    def __init__(self, metric: str, every_s: float = 15.0):
+        self.metric = metric
+        self.every_s = every_s
+        self._last_print = 0.0
+        self._latest: dict[str, dict] = {}
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self._latest[trial.trial_id] = result
+        if time.monotonic() - self._last_print >= self.every_s:
+            self.print_table(trials)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.print_table(trials)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.print_table(trials)
+
+    def print_table(self, trials) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        self._last_print = time.monotonic()
+        keys = sorted({k for t in trials for k in t.config.get(TRIAL_KEY, {}).get("overrides", {})})
+        table = Table(title=f"trials ({time.strftime('%H:%M:%S')})", title_justify="left")
+        for col in ("trial", "status", "iter", self.metric.rsplit("/", 1)[-1], "env steps", *keys):
+            table.add_column(col, justify="left" if col in ("trial", "status") else "right")
+        for t in trials:
+            r = self._latest.get(t.trial_id, {})
+            value = _dig(r, self.metric)
+            overrides = t.config.get(TRIAL_KEY, {}).get("overrides", {})
+            table.add_row(
+                t.trial_id,
+                t.status,
+                str(r.get("training_iteration", "")),
+                "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.1f}",
+                f"{int(r.get('num_env_steps_sampled_lifetime', 0)):,}" if r else "",
+                *[_short(overrides.get(k)) for k in keys],
+            )
+        Console(stderr=True).print(table)
+
+    def __getstate__(self):
+        return {"metric": self.metric, "every_s": self.every_s, "_last_print": 0.0, "_latest": {}}
+
+
+def _dig(result: dict, key: str):
+    node: Any = result
+    for part in key.split("/"):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _short(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
+    from raytrain.runs import versions
+
+    exp_dir = loaded.experiment_dir
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    (exp_dir / SWEEP_FILE).write_text(yaml.safe_dump(loaded.sweep.model_dump(mode="json", exclude_none=True), sort_keys=False))
+    meta = {
+        "name": loaded.name,
+        "algorithm": loaded.sweep.search.algorithm,
+        "metric": loaded.metric,
+        "mode": loaded.sweep.search.mode,
+        "base": loaded.base.config.to_yaml_dict(),
+        "plan": plan_,
+        "versions": versions(),
+    }
+    (exp_dir / META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    with open(exp_dir / "command.txt", "a") as fh:
+        fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}\n{' '.join(argv)}\n")
+    return exp_dir
+
+
+def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: float = 15.0) -> Path:
+    """Start a new sweep (Ray must be connected). Returns the experiment folder."""
+    import ray
+
+    from raytrain.tune.build import build
+    from raytrain.tune.storage import check_shared_storage
+
+    exp_dir = loaded.experiment_dir
+    if any(exp_dir.glob("experiment_state-*.json")):
+        raise SweepError(
+            f"{exp_dir} already holds an experiment; continue it with `raytrain tune resume {exp_dir}` "
+            "or start a new one with --name NEW_NAME (nothing was changed)"
+        )
+    if len([n for n in ray.nodes() if n.get("Alive")]) > 1:
+        check_shared_storage(loaded.sweep.checkpoint.storage_path)
+    _write_meta(loaded, plan_, argv)
+    tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s)])
+    tuner.fit()
+    finish(exp_dir)
+    return exp_dir
+
+
+def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
+    """Continue an interrupted sweep from its checkpoints (Ray must be connected)."""
+    from ray import tune
+
+    from raytrain.tune.results import read_meta
+    from raytrain.tune.trainable import RaytrainPPO
+
+    exp_dir = Path(exp_dir).expanduser().resolve()
+    read_meta(exp_dir)
+    if not tune.Tuner.can_restore(str(exp_dir)):
+        raise SweepError(f"{exp_dir} has no Tune experiment state to resume from")
+    with open(exp_dir / "command.txt", "a") as fh:
+        fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}\n{' '.join(argv)}\n")
+    tuner = tune.Tuner.restore(
+        str(exp_dir),
+        trainable=RaytrainPPO,
+        resume_unfinished=True,
+        resume_errored=not restart_errored,
+        restart_errored=restart_errored,
+    )
+    tuner.fit()
+    finish(exp_dir)
+    return exp_dir
+
+
+def finish(exp_dir: Path) -> None:
+    """Leaderboard, best.yaml and plots."""
+    _, trials = summarize(exp_dir)
+    write_leaderboard(exp_dir, trials)
+    if trials and trials[0].metric_last is not None:
+        write_best_config(exp_dir, trials[0])
+    try:
+        plot(exp_dir)
+    except Exception as exc:  # plots are a convenience; never lose a finished sweep over one
+        print(f"warning: could not draw plots: {exc}", file=sys.stderr)

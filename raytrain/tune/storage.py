@@ -1,0 +1,57 @@
+"""Checks that the experiment's storage path is one shared directory on every node."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from raytrain.errors import SweepError
+
+
+def check_shared_storage(path: str, timeout_s: float = 60.0) -> list[str]:
+    """Write a marker from the driver and read it from a task pinned to each alive node.
+
+    Returns the node addresses checked. Raises SweepError naming the nodes that do not see the marker
+    (Tune would otherwise fail mid-run, when a trial on such a node syncs its first checkpoint).
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    token = uuid.uuid4().hex
+    marker = Path(path) / f".raytrain_shared_check_{token}"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(token)
+
+    @ray.remote(num_cpus=0)
+    def read_marker(p: str) -> str:
+        try:
+            with open(p) as fh:
+                return fh.read()
+        except OSError as exc:
+            return f"error: {exc.strerror}"
+
+    try:
+        refs = {
+            n["NodeManagerAddress"]: read_marker.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            ).remote(str(marker))
+            for n in nodes
+        }
+        bad = []
+        for address, ref in refs.items():
+            try:
+                seen = ray.get(ref, timeout=timeout_s)
+            except Exception as exc:  # a node that cannot run the check counts as not seeing it
+                seen = f"error: {type(exc).__name__}"
+            if seen != token:
+                bad.append(f"{address} ({seen if seen.startswith('error') else 'sees a different directory'})")
+    finally:
+        marker.unlink(missing_ok=True)
+    if bad:
+        raise SweepError(
+            f"checkpoint.storage_path {path} is not the same shared directory on every node; these nodes do "
+            f"not see a marker written on the driver: {', '.join(bad)}. Mount the shared (NFS) directory at "
+            "the same path on every node."
+        )
+    return list(refs)

@@ -1,0 +1,99 @@
+"""`RaytrainPPO`: RLlib's PPO as a Tune trainable whose trial config is a raytrain config.
+
+A trial's Tune config is `{"raytrain": {"base": <train config>, "overrides": {dotted key: value}}}`.
+Tune samples and PBT perturbs the overrides; the trial builds its PPOConfig through the same loader
+and translation as `raytrain train`, so nothing is dropped and the keys people read are raytrain's.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ray.rllib.algorithms.ppo import PPO
+
+from raytrain.config.load import load_source
+from raytrain.config.source import Source
+from raytrain.rllib.callbacks import find
+from raytrain.rllib.translate import build_ppo_config
+
+TRIAL_KEY = "raytrain"
+
+
+def trial_config(tune_config: dict) -> Any:
+    """The validated RaytrainConfig of one trial."""
+    from raytrain.config.sweep_load import trial_source
+
+    spec = tune_config[TRIAL_KEY]
+    base = Source(copy.deepcopy(spec["base"]), {}, "<trial>")
+    return load_source(trial_source(base, dict(spec.get("overrides", {})))).config
+
+
+def _ppo_config(config):
+    if isinstance(config, dict) and TRIAL_KEY in config:
+        return build_ppo_config(trial_config(config))
+    return config
+
+
+def _apply_config_lr(learner, timestep: int) -> None:
+    """Set each optimizer's lr from the learner's (new) config schedule.
+
+    A restored checkpoint brings the optimizer state of the trial it came from, including its lr; RLlib
+    only re-applies the configured lr after the next update. After a PBT exploit that would train one
+    iteration with the old trial's lr, so apply the new one right away.
+    """
+    for optimizer, schedule in learner._optimizer_lr_schedules.items():
+        learner._set_optimizer_lr(optimizer, lr=schedule.update(timestep=timestep))
+
+
+class RaytrainPPO(PPO):
+    """PPO for Tune with raytrain trial configs, raytrain's metric state in checkpoints, and PBT-safe lr."""
+
+    def __init__(self, config=None, *args, **kwargs):
+        self._raytrain_tune_config = config if isinstance(config, dict) and TRIAL_KEY in config else None
+        super().__init__(_ppo_config(config), *args, **kwargs)
+
+    @classmethod
+    def default_resource_request(cls, config):
+        config = _ppo_config(config)
+        if not isinstance(config, dict):
+            config = config.to_dict()
+        return super().default_resource_request(config)
+
+    def get_auto_filled_metrics(self, *args, **kwargs):
+        # Report the trial's raytrain config (base + sampled/perturbed keys), not RLlib's 300-key dict:
+        # it is what people read in result.json, TensorBoard and `raytrain tune status`.
+        metrics = super().get_auto_filled_metrics(*args, **kwargs)
+        if self._raytrain_tune_config is not None and "config" in metrics:
+            metrics["config"] = self._raytrain_tune_config
+        return metrics
+
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        cb = find(self)
+        if cb is not None:
+            state["raytrain_callbacks"] = cb.get_state()
+        return state
+
+    def set_state(self, state):
+        super().set_state(state)
+        cb = find(self)
+        if cb is not None and "raytrain_callbacks" in state:
+            cb.set_state(state["raytrain_callbacks"])
+        if self.learner_group is not None:
+            from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+            steps = int(self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0) or 0)
+            self.learner_group.foreach_learner(lambda learner: _apply_config_lr(learner, steps))
+
+    def reset_config(self, new_config: dict) -> bool:
+        """Reuse this actor for another trial (Tune `reuse_actors`): rebuild the algorithm in place."""
+        if TRIAL_KEY not in new_config:
+            return False
+        self.cleanup()
+        # Algorithm.__init__ builds everything from the config (env runners, learners, metrics) and
+        # calls setup(); Trainable.reset() then resets counters, logger and storage for the new trial.
+        storage = getattr(self, "_storage", None)
+        super().__init__(_ppo_config(new_config), logger_creator=None, storage=storage)
+        self._raytrain_tune_config = new_config
+        return True

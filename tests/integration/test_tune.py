@@ -1,0 +1,170 @@
+"""`raytrain tune` on a real local Ray with tiny budgets: PBT exploits, Optuna + ASHA, kill -9 and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from raytrain.cli import app
+
+pytestmark = pytest.mark.integration
+
+_runner = CliRunner()
+
+BASE = """
+experiment: {name: tiny, seed: 1}
+environment: {env: CartPole-v1}
+env_runners: {num_env_runners: 0, num_envs_per_env_runner: 2}
+training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1, lr: 0.001}
+model: {fcnet_hiddens: [16]}
+resources: {num_cpus_for_main_process: 0.5}
+stop: {training_iteration: STOP}
+"""
+
+
+def invoke(args):
+    saved = sys.argv
+    sys.argv = ["raytrain", *args]
+    try:
+        return _runner.invoke(app, args)
+    finally:
+        sys.argv = saved
+
+
+def rows(trial_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    def write(sweep: str, stop: int = 6) -> Path:
+        (tmp_path / "base.yaml").write_text(BASE.replace("STOP", str(stop)))
+        path = tmp_path / "sweep.yaml"
+        path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}, frequency: 1}}\n" + sweep)
+        return path
+
+    return write
+
+
+def test_pbt_exploit_trains_with_the_new_lr(ray_session, workdir, tmp_path):
+    path = workdir(
+        "name: pbt\nsearch: {algorithm: pbt, seed: 0}\n"
+        "space: {training.lr: {distribution: grid, values: [0.00001, 0.01]}}\n"
+        "pbt:\n  perturbation_interval: 2\n  quantile_fraction: 0.5\n  resample_probability: 1.0\n"
+        "  hyperparam_mutations: {training.lr: {distribution: choice, values: [0.0002, 0.0003, 0.0004, 0.0005]}}\n",
+        stop=8,
+    )
+    result = invoke(["tune", str(path)])
+    assert result.exit_code == 0, result.output
+    exp = tmp_path / "results" / "pbt"
+    policies = list(exp.glob("pbt_policy_*.txt"))
+    assert policies, "no PBT exploit happened"
+    exploited = policies[0].name.removeprefix("pbt_policy_").removesuffix(".txt")
+    trial_dir = next(p for p in exp.iterdir() if p.is_dir() and p.name.endswith(exploited))
+    entry = json.loads(policies[0].read_text().splitlines()[-1])
+    clone_iteration, new_lr = entry[3], entry[5]["raytrain"]["overrides"]["training.lr"]
+    assert new_lr in (0.0002, 0.0003, 0.0004, 0.0005)
+    after = [r for r in rows(trial_dir) if r["training_iteration"] > clone_iteration]
+    assert after, "the exploited trial reported nothing after the exploit"
+    first = after[0]
+    # Read from inside the learner: the optimizer's lr on the first iteration after the exploit.
+    assert first["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(new_lr)
+    assert first["config"]["raytrain"]["overrides"]["training.lr"] == new_lr
+    # Checkpoints on the storage path; results people can read.
+    assert list(exp.glob("*/checkpoint_*"))
+    for name in ("leaderboard.csv", "leaderboard.json", "best.yaml", "sweep.yaml", "raytrain_sweep.json", "command.txt"):
+        assert (exp / name).is_file(), name
+    assert (exp / "plots" / "metric_per_trial.png").stat().st_size > 1000
+    assert (exp / "plots" / "pbt_best_lineage.png").stat().st_size > 1000
+    assert list(exp.glob("*/events.out.tfevents.*")), "no TensorBoard event files"
+    from raytrain.config.load import load_config
+
+    best = load_config(exp / "best.yaml").config
+    assert best.experiment.name == "pbt_best"
+    assert "best trial:" in result.output and "best.yaml" in result.output
+
+    status = invoke(["tune", "status", str(exp), "--json"])
+    assert status.exit_code == 0, status.output
+    data = json.loads(status.stdout)
+    assert data["algorithm"] == "pbt" and len(data["trials"]) == 2
+    assert all(t["status"] == "TERMINATED" and t["iteration"] == 8 for t in data["trials"])
+    assert data["best"]["metric_last"] is not None and data["best"]["checkpoint"]
+
+
+def test_optuna_with_asha_pruning(ray_session, workdir, tmp_path):
+    path = workdir(
+        "name: opt\nsearch: {algorithm: optuna, num_samples: 3, max_concurrent_trials: 2, seed: 0}\n"
+        "space: {training.lr: {distribution: loguniform, low: 0.00001, high: 0.01}}\n"
+        "optuna: {sampler: tpe, pruner: asha}\nasha: {max_t: 3, grace_period: 1, reduction_factor: 2}\n",
+        stop=3,
+    )
+    result = invoke(["tune", str(path)])
+    assert result.exit_code == 0, result.output
+    exp = tmp_path / "results" / "opt"
+    import optuna
+
+    study = optuna.load_study(study_name="opt", storage=f"sqlite:///{exp / 'optuna.db'}")
+    assert len(study.trials) == 3
+    assert all(1 <= len(rows(p.parent)) <= 3 for p in exp.glob("*/result.json"))
+
+
+def _kill_session(sid: int) -> None:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
+
+
+def test_resume_after_kill_9(ray_session, workdir, tmp_path):
+    """The driver and its whole local Ray are SIGKILLed mid-run; resume finishes every trial, none from zero."""
+    path = workdir(
+        "name: crash\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n"
+        "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\n",
+        stop=20,
+    )
+    exp = tmp_path / "results" / "crash"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raytrain", "tune", str(path)], start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            if len(list(exp.glob("*/checkpoint_000002"))) == 2:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the sweep did not checkpoint in time")
+    finally:
+        _kill_session(proc.pid)  # driver, GCS, raylet and trial workers: like a power cut
+        proc.wait(timeout=30)
+    before = {p.parent.name: len(rows(p.parent)) for p in exp.glob("*/result.json")}
+    assert all(0 < n < 20 for n in before.values())
+
+    result = invoke(["tune", "resume", str(exp)])
+    assert result.exit_code == 0, result.output
+    for result_json in exp.glob("*/result.json"):
+        iterations = [r["training_iteration"] for r in rows(result_json.parent)]
+        assert iterations[-1] == 20
+        assert iterations.count(1) == 1, f"{result_json.parent.name} restarted from zero: {iterations}"
+    data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
+    assert [t["status"] for t in data["trials"]] == ["TERMINATED", "TERMINATED"]
+
+
+def test_new_sweep_refuses_an_existing_experiment(ray_session, workdir, tmp_path):
+    path = workdir("name: twice\nsearch: {num_samples: 1}\n", stop=1)
+    assert invoke(["tune", str(path)]).exit_code == 0
+    before = sorted(p.name for p in (tmp_path / "results" / "twice").iterdir())
+    again = invoke(["tune", str(path)])
+    assert again.exit_code == 1
+    assert "raytrain tune resume" in again.output
+    assert sorted(p.name for p in (tmp_path / "results" / "twice").iterdir()) == before

@@ -1,0 +1,194 @@
+"""Sweep files: schema, checks before anything starts, and the Tune objects each mode builds (golden)."""
+
+import json
+
+import pytest
+
+from raytrain.config.sweep_load import load_sweep
+from raytrain.errors import ConfigError
+from raytrain.tune.build import build_scheduler, build_search, plan
+
+BASE = """
+experiment: {name: base, seed: 1}
+environment: {env: CartPole-v1}
+training: {train_batch_size: 400, minibatch_size: 100, lr: 0.001}
+stop: {training_iteration: 5}
+"""
+
+
+@pytest.fixture
+def sweep_file(tmp_path):
+    (tmp_path / "base.yaml").write_text(BASE)
+
+    def write(text: str):
+        path = tmp_path / "sweep.yaml"
+        path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n" + text)
+        return path
+
+    return write
+
+
+def errors(path) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    return "\n".join(str(i) for i in info.value.issues)
+
+
+def test_pbt_plan_golden(sweep_file, tmp_path):
+    path = sweep_file(
+        "name: p\nsearch: {algorithm: pbt, num_samples: 3, seed: 4}\n"
+        "space:\n  training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}\n"
+        "pbt:\n  perturbation_interval: 4\n  quantile_fraction: 0.5\n  hyperparam_mutations:\n"
+        "    training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}\n"
+        "    training.num_epochs: [2, 4, 8]\n"
+        "checkpoint: {storage_path: " + str(tmp_path / "results") + ", frequency: 2, num_to_keep: 3}\n"
+        "failure: {max_failures: 3}\n"
+    )
+    p = plan(load_sweep(path))
+    assert p["trainable"] == "raytrain.tune.trainable:RaytrainPPO"
+    assert p["param_space"]["raytrain"]["overrides"] == {
+        "training.lr": {"loguniform": [0.0001, 0.01]},
+        "training.num_epochs": {"choice": [2, 4, 8]},
+        "experiment.seed": {"randint": [0, 1000000]},
+    }
+    assert p["param_space"]["raytrain"]["base"]["training"] == {"lr": 0.001, "train_batch_size": 400, "minibatch_size": 100}
+    assert p["tune_config"] == {
+        "metric": "raytrain/episode_return_mean_100", "mode": "max", "num_samples": 3,
+        "max_concurrent_trials": None, "time_budget_s": None, "reuse_actors": False,
+    }
+    assert p["scheduler"] == {
+        "class": "PopulationBasedTraining",
+        "kwargs": {
+            "time_attr": "training_iteration", "perturbation_interval": 4.0, "burn_in_period": 0.0,
+            "hyperparam_mutations": {"training.lr": {"loguniform": [0.0001, 0.01]}, "training.num_epochs": {"choice": [2, 4, 8]}},
+            "quantile_fraction": 0.5, "resample_probability": 0.25, "perturbation_factors": [1.2, 0.8],
+            "custom_explore_fn": None, "synch": False,
+        },
+    }
+    assert p["search_alg"] == {"class": "BasicVariantGenerator", "kwargs": {"random_state": 4}}
+    assert p["run_config"] == {
+        "name": "p", "storage_path": str(tmp_path / "results"), "stop": {"training_iteration": 5.0},
+        "checkpoint_config": {"num_to_keep": 3, "checkpoint_frequency": 2, "checkpoint_at_end": True},
+        "failure_config": {"max_failures": 3},
+    }
+    scheduler = build_scheduler(p["scheduler"])
+    assert type(scheduler).__name__ == "PopulationBasedTraining"
+    assert scheduler._perturbation_interval == 4.0
+    assert scheduler._quantile_fraction == 0.5
+    assert set(scheduler._hyperparam_mutations["raytrain"]["overrides"]) == {"training.lr", "training.num_epochs"}
+    json.dumps(p)  # the plan is data
+
+
+def test_asha_plan(sweep_file):
+    path = sweep_file(
+        "search: {algorithm: asha, num_samples: 6, max_concurrent_trials: 2}\n"
+        "space: {training.lr: {distribution: uniform, low: 0.0001, high: 0.001}}\n"
+        "asha: {max_t: 50, grace_period: 5, reduction_factor: 3}\n"
+    )
+    loaded = load_sweep(path)
+    assert loaded.name == "base_asha"
+    p = plan(loaded)
+    assert p["scheduler"] == {"class": "ASHAScheduler", "kwargs": {"time_attr": "training_iteration", "max_t": 50.0, "grace_period": 5.0, "reduction_factor": 3.0}}
+    s = build_scheduler(p["scheduler"])
+    assert s._max_t == 50 and s._reduction_factor == 3
+    assert p["tune_config"]["max_concurrent_trials"] == 2
+
+
+def test_optuna_plan_with_asha_pruner(sweep_file, tmp_path):
+    path = sweep_file(
+        "name: o\nsearch: {algorithm: optuna, num_samples: 5, seed: 3}\n"
+        "space:\n  training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}\n"
+        "  model.fcnet_hiddens: {distribution: choice, values: [[32], [64, 64]]}\n"
+        "optuna: {sampler: tpe, pruner: asha, points_to_evaluate: [{training.lr: 0.001, model.fcnet_hiddens: [32]}]}\n"
+        "asha: {max_t: 20}\n"
+    )
+    p = plan(load_sweep(path))
+    assert "experiment.seed" not in p["param_space"]["raytrain"]["overrides"]  # Optuna must not tune the seed
+    assert p["search_alg"]["class"] == "OptunaSearch"
+    assert p["search_alg"]["kwargs"] == {
+        "sampler": "tpe", "seed": 3, "study_name": "o",
+        "storage": f"sqlite:///{tmp_path / 'results' / 'o' / 'optuna.db'}",
+        "points_to_evaluate": [{"raytrain": {"overrides": {"training.lr": 0.001, "model.fcnet_hiddens": [32]}}}],
+    }
+    assert p["scheduler"]["class"] == "ASHAScheduler" and p["scheduler"]["kwargs"]["max_t"] == 20.0
+    search = build_search(p["search_alg"])
+    assert type(search).__name__ == "OptunaSearch"
+    assert (tmp_path / "results" / "o").is_dir()
+
+
+@pytest.mark.parametrize("sampler,cls", [("cmaes", "CmaEsSampler"), ("random", "RandomSampler"), ("nsga2", "NSGAIISampler")])
+def test_optuna_samplers(sweep_file, sampler, cls):
+    path = sweep_file(f"search: {{algorithm: optuna}}\nspace: {{training.lr: {{distribution: uniform, low: 0.0001, high: 0.001}}}}\noptuna: {{sampler: {sampler}, seed: 1}}\n")
+    search = build_search(plan(load_sweep(path))["search_alg"])
+    assert type(search._sampler).__name__ == cls
+
+
+def test_grid_plan(sweep_file):
+    path = sweep_file("search: {algorithm: grid}\nspace: {training.num_epochs: {distribution: grid, values: [1, 2, 3]}}\n")
+    p = plan(load_sweep(path))
+    assert p["param_space"]["raytrain"]["overrides"]["training.num_epochs"] == {"grid_search": [1, 2, 3]}
+    assert p["scheduler"] is None
+
+
+def test_set_and_stop_override_the_base(sweep_file):
+    path = sweep_file("set: {training.gamma: 0.9, env_runners: {num_envs_per_env_runner: 3}}\nstop: {training_iteration: 9}\n")
+    cfg = load_sweep(path).base.config
+    assert cfg.training.gamma == 0.9 and cfg.env_runners.num_envs_per_env_runner == 3
+    assert cfg.stop == {"training_iteration": 9}
+
+
+def test_embedded_train_config(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"train:\n  environment: {{env: CartPole-v1}}\n  training: {{lr: 0.01}}\ncheckpoint: {{storage_path: {tmp_path}}}\n")
+    assert load_sweep(path).base.config.training.lr == 0.01
+    path.write_text(f"train:\n  environment: {{env: CartPole-v1}}\n  training: {{lrr: 0.01}}\ncheckpoint: {{storage_path: {tmp_path}}}\n")
+    msg = errors(path)
+    assert f"{path}:3: training.lrr: unknown key; did you mean 'lr'?" in msg
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("search: {algorithm: pbt}\npbt: {hyperparam_mutations: {training.lr: [0.1]}}\noptuna: {sampler: tpe}\n", "cannot be combined with a search algorithm"),
+        ("search: {algorithm: pbt}\npbt: {hyperparam_mutations: {training.lrr: [0.001]}}\n", "training.lrr: is not a key of the train config; did you mean 'training.lr'?"),
+        ("search: {algorithm: pbt}\npbt: {hyperparam_mutations: {training.num_sgd_iter: [2]}}\n", "search over training.num_epochs instead"),
+        ("search: {algorithm: pbt}\npbt: {}\n", "PBT needs pbt.hyperparam_mutations"),
+        ("search: {algorithm: pbt}\npbt: {hyperparam_mutations: {training.lr: [0.001]}}\ncheckpoint: {num_to_keep: 2}\n", "too few for PBT"),
+        ("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n", "pip install GPy scikit-learn"),
+        ("search: {algorithm: random}\nasha: {max_t: 3}\n", "search.algorithm is random"),
+        ("search: {algorithm: optuna}\nspace: {training.lr: {distribution: grid, values: [0.1, 0.2]}}\n", "Optuna cannot sample a grid"),
+        ("search: {algorithm: grid}\nspace: {training.lr: {distribution: uniform, low: 0.1, high: 0.2}}\n", "needs every space entry to be `distribution: grid`"),
+        ("search: {metric: episode_reward_mean}\n", "search.metric: is a metric PPO never reports"),
+        ("space: {training.minibatch_size: {distribution: choice, values: [100, 800]}}\n", "with training.minibatch_size = 800 a trial's config is invalid"),
+        ("space: {training.lr: {distribution: uniform, low: 0.2, high: 0.1}}\n", "high (0.1) must be above low (0.2)"),
+        ("space: {training.lr: {distribution: gaussian, mu: 1}}\n", "a distribution needs `distribution:`"),
+        ("checkpoint: {storage_path: relative/dir}\n", "checkpoint.storage_path: must be an absolute path"),
+        ("searc: {}\n", "searc: unknown key; did you mean 'search'?"),
+    ],
+)
+def test_invalid_combinations_are_errors(sweep_file, text, expected):
+    assert expected in errors(sweep_file(text))
+
+
+def test_unwritable_storage_path(tmp_path):
+    (tmp_path / "base.yaml").write_text(BASE)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    path = tmp_path / "s.yaml"
+    path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {blocker}/sub}}\n")
+    assert "checkpoint.storage_path: is not writable" in errors(path)
+
+
+def test_errors_name_the_line(sweep_file):
+    path = sweep_file("search: {algorithm: pbt}\npbt:\n  hyperparam_mutations:\n    training.lrr: [0.001]\n")
+    assert f"{path}:6: pbt.hyperparam_mutations.training.lrr:" in errors(path)
+
+
+def test_shipped_sweeps_validate(tmp_path):
+    from pathlib import Path
+
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    for name in ("ppo_pbt.yaml", "ppo_optuna.yaml"):
+        loaded = load_sweep(configs / name, [f"checkpoint.storage_path={tmp_path}"])
+        plan(loaded)
+        assert not loaded.warnings, loaded.warnings
