@@ -212,7 +212,8 @@ def run_timed(cmd: list[str], timeout: float) -> dict:
     for t in threads:
         t.join()
     end = time.time()
-    return {"start": start, "end": end, "rc": rc, "out": lines["out"], "err": lines["err"]}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return {"start": start, "end": end, "load": load, "rc": rc, "out": lines["out"], "err": lines["err"]}
 
 
 def run_raytrain(config: Path, storage: Path, overrides: list[str], timeout: float) -> dict:
@@ -329,15 +330,15 @@ def main() -> None:
                     results[side].append((sps, wall_sps))
                     last = res["rows"][-1]
                     rows.append([f"{side} #{i + 1}", f(sps), f(wall_sps), f(last[STEPS]),
-                                 f(startup_s(res), ".1f"), f(res["end"] - res["start"], ".1f")])
+                                 f(startup_s(res), ".1f"), f(res["end"] - res["start"], ".1f"), f(res["load"], ".1f")])
                     print(f"  throughput {side} #{i + 1}: {sps:,.0f} env steps/s", flush=True)
             m = {s: (med([r[0] for r in v]), med([r[1] for r in v])) for s, v in results.items()}
-            rows.append(["median raytrain", f(m["raytrain"][0]), f(m["raytrain"][1]), "", "", ""])
-            rows.append(["median rllib", f(m["rllib"][0]), f(m["rllib"][1]), "", "", ""])
+            rows.append(["median raytrain", f(m["raytrain"][0]), f(m["raytrain"][1]), "", "", "", ""])
+            rows.append(["median rllib", f(m["rllib"][0]), f(m["rllib"][1]), "", "", "", ""])
             rows.append(["ratio raytrain/rllib", f(m["raytrain"][0] / m["rllib"][0], ".3f"),
-                         f(m["raytrain"][1] / m["rllib"][1], ".3f"), "", "", ""])
+                         f(m["raytrain"][1] / m["rllib"][1], ".3f"), "", "", "", ""])
             tables.append(fmt_table(
-                ["run", "env steps/s", "wall steps/s", "env steps", "start-up s", "process s"], rows,
+                ["run", "env steps/s", "wall steps/s", "env steps", "start-up s", "process s", "load"], rows,
                 f"(a) throughput, {args.iterations} iterations per run, iteration 1 excluded (goal: ratio >= 0.97)"))
 
         if not args.skip_solve:
@@ -349,22 +350,23 @@ def main() -> None:
                 start = startup_s(res)
                 sps = throughput(res["rows"])[0] if len(res["rows"]) > 1 else None
                 if hit is None:
-                    rows.append([seed, "not reached", "-", "-", f(start, ".1f"), f(sps), f(res["end"] - res["start"], ".1f")])
+                    rows.append([seed, "not reached", "-", "-", f(start, ".1f"), f(sps), f(res["end"] - res["start"], ".1f"),
+                                 f(res["load"], ".1f")])
                     solve.append(None)
                 else:
                     t = hit["wall"] - res["start"]
                     solve.append(t); steps.append(hit[STEPS])
                     rows.append([seed, f(t, ".1f") + ("" if hit["wall_source"] == "line" else " (ts)"),
                                  f(hit[STEPS]), int(hit["training_iteration"]), f(start, ".1f"), f(sps),
-                                 f(res["end"] - res["start"], ".1f")])
+                                 f(res["end"] - res["start"], ".1f"), f(res["load"], ".1f")])
                 starts.append(start)
                 print(f"  solve seed {seed}: {rows[-1][1]} s, {rows[-1][2]} env steps", flush=True)
             reached = [s for s in solve if s is not None]
             rows.append(["median", f(med(solve) if len(reached) == len(solve) else None, ".1f"), f(med(steps)),
-                         "", f(med(starts), ".1f"), "", ""])
+                         "", f(med(starts), ".1f"), "", "", ""])
             extra = " ".join(f"--set {o}" for o in args.overrides)
             tables.append(fmt_table(
-                ["seed", "solve s", "env steps", "iters", "start-up s", "env steps/s", "process s"], rows,
+                ["seed", "solve s", "env steps", "iters", "start-up s", "env steps/s", "process s", "load"], rows,
                 f"(b) time to solve: wall s from process start until {args.metric} >= {args.threshold:g} "
                 f"({len(reached)}/{len(solve)} reached){' ' + extra if extra else ''}"))
     finally:

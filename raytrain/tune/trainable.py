@@ -87,13 +87,17 @@ class RaytrainPPO(PPO):
             self.learner_group.foreach_learner(lambda learner: _apply_config_lr(learner, steps))
 
     def reset_config(self, new_config: dict) -> bool:
-        """Reuse this actor for another trial (Tune `reuse_actors`): rebuild the algorithm in place."""
+        """Reuse this actor for another trial (Tune `reuse_actors`): rebuild the algorithm in place.
+
+        Saves the process start and the imports of torch and RLlib (seconds per trial); the env
+        runners, learners and metrics are built anew from the new trial's config. Trainable.reset()
+        then resets the counters, the logger and the storage for the new trial.
+        """
         if TRIAL_KEY not in new_config:
             return False
+        storage, trial_info = getattr(self, "_storage", None), getattr(self, "_trial_info", None)
         self.cleanup()
-        # Algorithm.__init__ builds everything from the config (env runners, learners, metrics) and
-        # calls setup(); Trainable.reset() then resets counters, logger and storage for the new trial.
-        storage = getattr(self, "_storage", None)
-        super().__init__(_ppo_config(new_config), logger_creator=None, storage=storage)
-        self._raytrain_tune_config = new_config
+        RaytrainPPO.__init__(self, new_config, storage=storage)
+        if trial_info is not None:
+            self._trial_info = trial_info
         return True

@@ -168,3 +168,23 @@ def test_new_sweep_refuses_an_existing_experiment(ray_session, workdir, tmp_path
     assert again.exit_code == 1
     assert "raytrain tune resume" in again.output
     assert sorted(p.name for p in (tmp_path / "results" / "twice").iterdir()) == before
+
+
+def test_reuse_actors_rebuilds_the_algorithm_in_place(ray_session, workdir, tmp_path):
+    path = workdir(
+        "name: reuse\nsearch: {algorithm: random, num_samples: 3, max_concurrent_trials: 1, seed: 0}\n"
+        "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\nreuse_actors: true\n",
+        stop=2,
+    )
+    result = invoke(["tune", str(path)])
+    assert result.exit_code == 0, result.output
+    trials = [rows(p.parent) for p in sorted((tmp_path / "results" / "reuse").glob("*/result.json"))]
+    assert len(trials) == 3
+    pids = [t[0]["pid"] for t in trials]
+    assert len(set(pids)) < 3, "no actor was reused"
+    for t in trials:
+        # Every trial starts fresh in a reused actor: its own lr, iteration 1, its own episode count.
+        assert [r["training_iteration"] for r in t] == [1, 2]
+        lr = t[0]["config"]["raytrain"]["overrides"]["training.lr"]
+        assert t[0]["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(lr)
+        assert t[0]["num_env_steps_sampled_lifetime"] <= 210
