@@ -1,12 +1,16 @@
 # The two set-up commands of the README. Each installs what it needs first.
 PYTHON ?= python3
 
-.PHONY: install train tune test test-unit lint reference bench
+.PHONY: install tune train test test-unit lint reference bench
 
 install:
 	PYTHON=$(PYTHON) bash scripts/ensure_installed.sh
 
-# The main job on a local Ray started on the spot.
+# The main job on a local Ray started on the spot: a small PBT sweep.
+tune: install
+	raytrain tune configs/ppo_pbt.yaml
+
+# A single training run.
 train: install
 	raytrain train configs/ppo_cartpole.yaml
 
@@ -25,3 +29,4 @@ reference: install
 
 bench: install
 	$(PYTHON) scripts/bench_train.py
+	$(PYTHON) scripts/bench_tune.py

@@ -17,6 +17,6 @@ def test_readme_reference_is_current():
 def test_readme_quickstart_commands_exist():
     readme = (ROOT / "README.md").read_text()
     makefile = (ROOT / "Makefile").read_text()
-    assert "make train" in readme and "make test" in readme
-    assert "\ntrain: install\n\traytrain train configs/ppo_cartpole.yaml" in makefile
+    assert "make tune" in readme and "make test" in readme
+    assert "\ntune: install\n\traytrain tune configs/ppo_pbt.yaml" in makefile
     assert "make test" in (ROOT / ".ci" / "run").read_text()
