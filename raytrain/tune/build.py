@@ -11,7 +11,7 @@ from typing import Any
 
 from raytrain.config.sweep import Choice, Grid, LogUniform, QUniform, RandInt, Uniform
 from raytrain.config.sweep_load import LoadedSweep
-from raytrain.tune.trainable import TRIAL_KEY
+from raytrain.tune import TRIAL_KEY
 
 OPTUNA_DB = "optuna.db"
 

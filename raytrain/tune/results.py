@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from raytrain.errors import SweepError
-from raytrain.tune.trainable import TRIAL_KEY
+from raytrain.tune import TRIAL_KEY
 
 SWEEP_FILE = "sweep.yaml"
 META_FILE = "raytrain_sweep.json"

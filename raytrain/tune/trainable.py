@@ -17,7 +17,7 @@ from raytrain.config.source import Source
 from raytrain.rllib.callbacks import find
 from raytrain.rllib.translate import build_ppo_config
 
-TRIAL_KEY = "raytrain"
+from raytrain.tune import TRIAL_KEY  # noqa: F401 - re-exported
 
 
 def trial_config(tune_config: dict) -> Any:

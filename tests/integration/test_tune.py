@@ -188,3 +188,11 @@ def test_reuse_actors_rebuilds_the_algorithm_in_place(ray_session, workdir, tmp_
         lr = t[0]["config"]["raytrain"]["overrides"]["training.lr"]
         assert t[0]["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(lr)
         assert t[0]["num_env_steps_sampled_lifetime"] <= 210
+
+
+def test_shared_storage_check_reads_the_marker_on_every_node(ray_session, tmp_path):
+    from raytrain.tune.storage import check_shared_storage
+
+    checked = check_shared_storage(str(tmp_path / "shared"))
+    assert len(checked) == len([n for n in ray_session.nodes() if n["Alive"]])
+    assert not list((tmp_path / "shared").iterdir()), "the marker must be removed"
