@@ -9,6 +9,7 @@ from raytrain.rllib.translate import build_ppo_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 TRAIN_CONFIGS = [p for p in CONFIGS if "environment:" in p.read_text()]
+SWEEP_CONFIGS = [p for p in CONFIGS if "search:" in p.read_text()]
 
 
 def test_there_are_example_configs():
@@ -26,3 +27,18 @@ def test_train_config_validates(path):
 def test_legacy_example_uses_old_names():
     loaded = load_config(Path(CONFIGS[0]).parent / "ppo_legacy_names.yaml")
     assert len(loaded.notices) >= 10
+
+
+def test_every_config_is_a_train_or_a_sweep_config():
+    assert set(CONFIGS) == set(TRAIN_CONFIGS) | set(SWEEP_CONFIGS)
+    assert {p.name for p in SWEEP_CONFIGS} >= {"ppo_pbt.yaml", "ppo_optuna.yaml"}
+
+
+@pytest.mark.parametrize("path", SWEEP_CONFIGS, ids=lambda p: p.name)
+def test_sweep_config_validates(path, tmp_path):
+    from raytrain.config.sweep_load import load_sweep
+    from raytrain.tune.build import plan
+
+    loaded = load_sweep(path, [f"checkpoint.storage_path={tmp_path}"])
+    assert not loaded.warnings, loaded.warnings
+    plan(loaded)

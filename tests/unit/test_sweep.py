@@ -182,13 +182,3 @@ def test_unwritable_storage_path(tmp_path):
 def test_errors_name_the_line(sweep_file):
     path = sweep_file("search: {algorithm: pbt}\npbt:\n  hyperparam_mutations:\n    training.lrr: [0.001]\n")
     assert f"{path}:6: pbt.hyperparam_mutations.training.lrr:" in errors(path)
-
-
-def test_shipped_sweeps_validate(tmp_path):
-    from pathlib import Path
-
-    configs = Path(__file__).resolve().parents[2] / "configs"
-    for name in ("ppo_pbt.yaml", "ppo_optuna.yaml"):
-        loaded = load_sweep(configs / name, [f"checkpoint.storage_path={tmp_path}"])
-        plan(loaded)
-        assert not loaded.warnings, loaded.warnings
