@@ -1,0 +1,142 @@
+"""What to run where: the exact shell commands for each node, built from a ClusterConfig (pure, no I/O)."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+
+from raytrain.config.cluster import ClusterConfig, NodeConfig
+
+PROBE = (
+    "import json, platform, socket, sys\n"
+    "try:\n    import ray; v = ray.__version__\nexcept Exception as e:\n    v = 'missing: ' + str(e)\n"
+    "print(json.dumps({'python': platform.python_version(), 'ray': v, 'hostname': socket.gethostname(), 'executable': sys.executable}))"
+)
+
+PORT_FREE = (
+    "import json, socket, sys\n"
+    "busy = []\n"
+    "for p in map(int, sys.argv[1:]):\n"
+    "    s = socket.socket()\n"
+    "    try:\n        s.bind(('', p))\n    except OSError:\n        busy.append(p)\n    finally:\n        s.close()\n"
+    "print(json.dumps(busy))"
+)
+
+
+def token_dir(cfg: ClusterConfig) -> str:
+    """Where the token lives on every node and on the driver (shell form, expanded by the node's shell)."""
+    return f"$HOME/.raytrain/clusters/{cfg.name}"
+
+
+def ray_bin(cfg: ClusterConfig) -> str:
+    py = cfg.python_path
+    return posixpath.join(posixpath.dirname(py), "ray") if posixpath.isabs(py) else "ray"
+
+
+def env_prefix(cfg: ClusterConfig) -> str:
+    """Environment for every Ray process: the same auth mode and token *path* everywhere (never the token)."""
+    env = {"RAY_AUTH_MODE": cfg.auth.mode, "RAY_USAGE_STATS_ENABLED": "0", **cfg.env}
+    parts = [f"{k}={shlex.quote(str(v))}" for k, v in env.items()]
+    if cfg.auth.mode == "token":
+        parts.append(f'RAY_AUTH_TOKEN_PATH="{token_dir(cfg)}/auth_token"')
+    return "env " + " ".join(parts)
+
+
+def _node_args(cfg: ClusterConfig, node: NodeConfig) -> list[str]:
+    args = [f"--node-ip-address={node.ip}"]
+    if node.num_cpus is not None:
+        args.append(f"--num-cpus={int(node.num_cpus)}")
+    if node.num_gpus is not None:
+        args.append(f"--num-gpus={int(node.num_gpus)}")
+    if node.resources:
+        args.append(f"--resources={shlex.quote(json.dumps(node.resources, separators=(',', ':')))}")
+    if node.labels:
+        args.append(f"--labels={shlex.quote(','.join(f'{k}={v}' for k, v in node.labels.items()))}")
+    if node.object_store_memory:
+        args.append(f"--object-store-memory={node.object_store_memory}")
+    for key, value in cfg.ports.model_dump(exclude_none=True).items():
+        if key == "ray_client_server_port" and node is not cfg.head:
+            continue
+        args.append(f"--{key.replace('_', '-')}={value}")
+    args.append("--disable-usage-stats")
+    return args
+
+
+def start_head(cfg: ClusterConfig) -> str:
+    h = cfg.head
+    args = ["start", "--head", f"--port={h.port}", *_node_args(cfg, h)]
+    args.append(f"--include-dashboard={'true' if h.dashboard.enabled else 'false'}")
+    if h.dashboard.enabled:
+        args += [f"--dashboard-host={h.dashboard.host}", f"--dashboard-port={h.dashboard.port}"]
+    return f"{env_prefix(cfg)} {ray_bin(cfg)} " + " ".join(args)
+
+
+def start_worker(cfg: ClusterConfig, node: NodeConfig) -> str:
+    args = ["start", f"--address={cfg.address}", *_node_args(cfg, node)]
+    return f"{env_prefix(cfg)} {ray_bin(cfg)} " + " ".join(args)
+
+
+def stop(cfg: ClusterConfig) -> str:
+    return f"{env_prefix(cfg)} {ray_bin(cfg)} stop"
+
+
+def probe(cfg: ClusterConfig) -> str:
+    return f"{cfg.python_path} -c {shlex.quote(PROBE)}"
+
+
+def ports_free(cfg: ClusterConfig, ports: list[int]) -> str:
+    return f"{cfg.python_path} -c {shlex.quote(PORT_FREE)} " + " ".join(str(p) for p in ports)
+
+
+def install_token(cfg: ClusterConfig) -> str:
+    """Reads the token on stdin into a 0600 file: the token never appears on a command line."""
+    d = token_dir(cfg)
+    return f'umask 077 && mkdir -p "{d}" && cat > "{d}/auth_token" && chmod 600 "{d}/auth_token"'
+
+
+def write_marker(path: str, token: str) -> str:
+    return f"mkdir -p {shlex.quote(path)} && printf %s {shlex.quote(token)} > {shlex.quote(posixpath.join(path, '.raytrain_shared_check_' + token))}"
+
+
+def read_marker(path: str, token: str) -> str:
+    return f"cat {shlex.quote(posixpath.join(path, '.raytrain_shared_check_' + token))}"
+
+
+def remove_marker(path: str, token: str) -> str:
+    return f"rm -f {shlex.quote(posixpath.join(path, '.raytrain_shared_check_' + token))}"
+
+
+NODES_SCRIPT = (
+    "import json, ray\n"
+    "ray.init(address='auto', logging_level='ERROR', log_to_driver=False)\n"
+    "print(json.dumps([{'ip': n['NodeManagerAddress'], 'alive': n['Alive'], 'resources': n.get('Resources', {}),"
+    " 'hostname': n.get('NodeManagerHostname')} for n in ray.nodes()]))"
+)
+
+
+def list_nodes(cfg: ClusterConfig) -> str:
+    """Run on the head: the nodes the GCS knows, as JSON."""
+    return f"{env_prefix(cfg)} RAY_ADDRESS={cfg.address} {cfg.python_path} -c {shlex.quote(NODES_SCRIPT)}"
+
+
+def firewall_ports(cfg: ClusterConfig) -> list[tuple[str, str]]:
+    """(port or range, what) pairs to open between the nodes."""
+    p = cfg.ports
+    out = [(str(cfg.head.port), "GCS (head)")]
+    if cfg.head.dashboard.enabled:
+        out.append((str(cfg.head.dashboard.port), f"dashboard (head, listening on {cfg.head.dashboard.host})"))
+    named = [
+        ("node_manager_port", "raylet"), ("object_manager_port", "object manager"),
+        ("dashboard_agent_listen_port", "dashboard agent HTTP"), ("dashboard_agent_grpc_port", "dashboard agent gRPC"),
+        ("metrics_export_port", "metrics"), ("runtime_env_agent_port", "runtime env agent"),
+        ("ray_client_server_port", "Ray Client (head)"),
+    ]
+    for key, what in named:
+        value = getattr(p, key)
+        out.append((str(value) if value else "random", what))
+    if p.min_worker_port or p.max_worker_port:
+        out.append((f"{p.min_worker_port or 10002}-{p.max_worker_port or 19999}", "worker processes"))
+    else:
+        out.append(("10002-19999", "worker processes (Ray's default range)"))
+    return out

@@ -1,0 +1,179 @@
+"""The cluster file of `raytrain cluster up FILE`: head and worker definitions, SSH, ports, storage, auth."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class DashboardConfig(_Section):
+    """Where the Ray dashboard listens on the head."""
+
+    host: str = "127.0.0.1"
+    """Listen address. 127.0.0.1 (default) keeps it private: reach it with `raytrain cluster dashboard`."""
+    port: int = Field(8265, gt=0, lt=65536)
+    """Listen port."""
+    enabled: bool = True
+    """Start the dashboard at all."""
+
+
+class NodeConfig(_Section):
+    """One machine of the cluster."""
+
+    host: str
+    """SSH target (a name from ~/.ssh/config, a hostname or an address), or `localhost` to run here without SSH."""
+    address: str | None = None
+    """The node's IP address for Ray (`--node-ip-address`); default: `host`."""
+    name: str | None = None
+    """A short name for messages and `--node` (default: host)."""
+    num_cpus: float | None = Field(None, ge=0)
+    """CPUs this node offers to Ray (default: all it has)."""
+    num_gpus: float | None = Field(None, ge=0)
+    """GPUs this node offers to Ray (default: all it has)."""
+    resources: dict[str, float] = Field(default_factory=dict)
+    """Custom resources, e.g. `{node_m8: 1}` to pin work to this node."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Node labels for label-based scheduling."""
+    object_store_memory: int | None = Field(None, gt=0)
+    """Bytes for the object store (Ray's default: 30% of RAM)."""
+
+    @property
+    def node_name(self) -> str:
+        return self.name or self.host
+
+    @property
+    def ip(self) -> str:
+        return self.address or self.host
+
+
+class HeadConfig(NodeConfig):
+    """The head node: GCS, dashboard, and a node like the others."""
+
+    port: int = Field(6379, gt=0, lt=65536)
+    """GCS port workers and drivers connect to (`ray start --head --port`)."""
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+    """The Ray dashboard."""
+
+
+class SSHConfig(_Section):
+    """How to reach the nodes (options not given here come from ~/.ssh/config)."""
+
+    user: str | None = None
+    """Login user."""
+    port: int | None = Field(None, gt=0, lt=65536)
+    """SSH port."""
+    identity_file: str | None = None
+    """Private key file."""
+    connect_timeout: int = Field(10, gt=0)
+    """Seconds before an unreachable host counts as failed."""
+    host_key_checking: Literal["yes", "accept-new"] = "yes"
+    """`yes` (known hosts only) or `accept-new` (trust a host's key the first time). Never off."""
+    config_file: str | None = None
+    """An ssh_config file to use instead of ~/.ssh/config."""
+
+
+class PortsConfig(_Section):
+    """Fixed ports, so a firewall can be opened for them (`up` prints the list)."""
+
+    node_manager_port: int | None = None
+    """Raylet port on every node."""
+    object_manager_port: int | None = None
+    """Object manager port on every node."""
+    min_worker_port: int | None = None
+    """Lowest port of worker processes."""
+    max_worker_port: int | None = None
+    """Highest port of worker processes."""
+    dashboard_agent_listen_port: int | None = None
+    """Dashboard agent HTTP port on every node."""
+    dashboard_agent_grpc_port: int | None = None
+    """Dashboard agent gRPC port on every node."""
+    metrics_export_port: int | None = None
+    """Prometheus metrics port on every node."""
+    runtime_env_agent_port: int | None = None
+    """Runtime-env agent port on every node."""
+    ray_client_server_port: int | None = None
+    """Ray Client server port on the head."""
+
+
+class StorageConfig(_Section):
+    """The shared checkpoint directory."""
+
+    path: str | None = None
+    """Absolute path of the shared (NFS) directory, the same on every node."""
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value):
+        if value is not None and not os.path.isabs(os.path.expanduser(value)):
+            raise ValueError(f"must be an absolute path, got {value!r}")
+        return value
+
+
+class AuthConfig(_Section):
+    """Ray token authentication."""
+
+    mode: Literal["token", "disabled"] = "token"
+    """`token` (default): every Ray process and driver needs the cluster's token. `disabled`: anyone who reaches the ports controls the cluster."""
+
+
+class ClusterConfig(BaseModel):
+    """A raytrain cluster: `raytrain cluster up FILE`."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    """Cluster name (letters, digits, `_.-`): names the token and state under ~/.raytrain/clusters/<name>."""
+    head: HeadConfig
+    """The head node."""
+    workers: list[NodeConfig] = Field(default_factory=list)
+    """Worker nodes."""
+    ssh: SSHConfig = Field(default_factory=SSHConfig)
+    """SSH settings for every non-local node."""
+    python: str | None = None
+    """Absolute path of the Python with Ray on every node (default: `python3` on PATH)."""
+    venv: str | None = None
+    """Absolute path of a virtualenv with Ray on every node (sets `python` to VENV/bin/python)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for every Ray process."""
+    ports: PortsConfig = Field(default_factory=PortsConfig)
+    """Fixed ports."""
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    """The shared checkpoint directory."""
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    """Authentication."""
+    start_timeout_s: float = Field(60, gt=0)
+    """Seconds `up` waits for every node to be alive."""
+
+    @model_validator(mode="after")
+    def _checks(self):
+        for key in ("python", "venv"):
+            value = getattr(self, key)
+            if value is not None and not os.path.isabs(value):
+                raise ValueError(f"{key} must be an absolute path, got {value!r}")
+        if self.python and self.venv:
+            raise ValueError("give `python` or `venv`, not both")
+        names = [n.node_name for n in self.nodes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"node names must be unique; repeated: {', '.join(dupes)} (set `name:` on each)")
+        return self
+
+    @property
+    def nodes(self) -> list[NodeConfig]:
+        return [self.head, *self.workers]
+
+    @property
+    def python_path(self) -> str:
+        if self.venv:
+            return f"{self.venv.rstrip('/')}/bin/python"
+        return self.python or "python3"
+
+    @property
+    def address(self) -> str:
+        return f"{self.head.ip}:{self.head.port}"
