@@ -379,8 +379,8 @@ def main() -> None:
     print()
     print("\n\n".join(tables))
     print("start-up s: process start until iteration 1 began; process s: until the process exited (checkpoint, "
-          "Ray shutdown included);\nload: 1-min load average when the run ended (about 1-1.5 is this run alone on "
-          f"{os.cpu_count()} CPUs; more means other work competed and the timings are pessimistic).")
+          "Ray shutdown included);\nload: 1-min load average when the run ended (a run alone keeps about 2 busy: driver with "
+          "torch threads plus Ray;\nclearly more means other work competed for the CPUs and that run's timings are pessimistic).")
 
 
 if __name__ == "__main__":

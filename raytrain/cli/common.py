@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -23,6 +24,26 @@ AddressOption = Annotated[
     str | None,
     typer.Option(help="Ray cluster to use (default: $RAY_ADDRESS, else a local Ray started on the spot)."),
 ]
+
+ClusterOption = Annotated[
+    Path | None,
+    typer.Option("--cluster", help="Run on the cluster of this cluster YAML (address, auth mode and token set for you)."),
+]
+
+
+def cluster_address(address: str | None, cluster: Path | None) -> str | None:
+    """The address to connect to; with --cluster also sets the auth environment of this driver."""
+    if cluster is None:
+        return address
+    from raytrain.cluster.lifecycle import driver_env
+    from raytrain.config.cluster import load_cluster
+    from raytrain.errors import UsageError
+
+    if address:
+        raise UsageError("give --address or --cluster, not both")
+    env = driver_env(load_cluster(cluster))
+    os.environ.update(env)
+    return env["RAY_ADDRESS"]
 
 
 def verbose() -> bool:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from raytrain.cli.common import AddressOption, SetOption, argv, err, handle_errors, out, say
+from raytrain.cli.common import AddressOption, ClusterOption, SetOption, argv, cluster_address, err, handle_errors, out, say
 
 
 def _fmt(value) -> str:
@@ -45,11 +45,12 @@ def train(
     file: Annotated[Path | None, typer.Argument(help="Train config YAML (optional with --resume).")] = None,
     set_: SetOption = None,
     address: AddressOption = None,
+    cluster: ClusterOption = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print what would run; start nothing."),
     resume: Path | None = typer.Option(None, "--resume", help="Continue the run in this folder from its latest checkpoint."),
 ) -> None:
-    """Train PPO from a YAML config on a local Ray (or the cluster at --address / RAY_ADDRESS)."""
-    _train(file, set_ or [], address, dry_run, resume)
+    """Train PPO from a YAML config on a local Ray (or the cluster at --address / RAY_ADDRESS / --cluster)."""
+    _train(file, set_ or [], (address, cluster), dry_run, resume)
 
 
 @handle_errors
@@ -101,7 +102,7 @@ def _train(file, overrides, address, dry_run, resume) -> None:
     except Exception as exc:  # RLlib's own checks, before anything starts or is written
         raise ConfigError([ConfigIssue(str(file or resume), "", f"RLlib rejects the config: {exc}")]) from None
 
-    where = connect_ray(address)
+    where = connect_ray(cluster_address(*address))
     check_resources(cfg)
     if folder is None:
         folder = RunFolder.create(cfg.experiment.storage_path, cfg.experiment.name)

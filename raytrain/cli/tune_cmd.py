@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from raytrain.cli.common import AddressOption, SetOption, argv, err, handle_errors, out, say
+from raytrain.cli.common import AddressOption, ClusterOption, SetOption, argv, cluster_address, err, handle_errors, out, say
 
 
 class _FileMeansRun(TyperGroup):
@@ -35,6 +35,7 @@ def run(
     file: Annotated[Path, typer.Argument(help="Sweep YAML.")],
     set_: SetOption = None,
     address: AddressOption = None,
+    cluster: ClusterOption = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check the sweep and print what Tune would get; start nothing."),
     name: str | None = typer.Option(None, "--name", help="Experiment name (overrides the file's `name`)."),
 ) -> None:
@@ -60,7 +61,7 @@ def run(
     from raytrain.training import connect_ray
     from raytrain.tune.run import run_sweep
 
-    where = connect_ray(address)
+    where = connect_ray(cluster_address(address, cluster))
     err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, {loaded.sweep.search.num_samples} trials, ranking on {loaded.metric} ({where})", markup=False)
     err.print(f"experiment folder: {loaded.experiment_dir}", markup=False)
     exp_dir = run_sweep(loaded, plan_, argv())
@@ -72,13 +73,14 @@ def run(
 def resume(
     experiment_dir: Annotated[Path, typer.Argument(help="The experiment folder (checkpoint.storage_path/name).")],
     address: AddressOption = None,
+    cluster: ClusterOption = None,
     restart_errored: bool = typer.Option(False, "--restart-errored", help="Start errored trials again from scratch (default: retry them from their last checkpoint)."),
 ) -> None:
     """Continue a sweep whose driver was killed: finished trials stay done, running ones continue from checkpoints."""
     from raytrain.training import connect_ray
     from raytrain.tune.run import resume_sweep
 
-    connect_ray(address)
+    connect_ray(cluster_address(address, cluster))
     exp_dir = resume_sweep(experiment_dir, restart_errored, argv())
     _report(exp_dir)
 

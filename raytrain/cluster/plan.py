@@ -10,8 +10,8 @@ from raytrain.config.cluster import ClusterConfig, NodeConfig
 
 PROBE = (
     "import json, platform, socket, sys\n"
-    "try:\n    import ray; v = ray.__version__\nexcept Exception as e:\n    v = 'missing: ' + str(e)\n"
-    "print(json.dumps({'python': platform.python_version(), 'ray': v, 'hostname': socket.gethostname(), 'executable': sys.executable}))"
+    "try:\n    import ray; v = ray.__version__\nexcept Exception as e:\n    v = \"missing: \" + str(e)\n"
+    "print(json.dumps({\"python\": platform.python_version(), \"ray\": v, \"hostname\": socket.gethostname()}))"
 )
 
 PORT_FREE = (
@@ -19,7 +19,7 @@ PORT_FREE = (
     "busy = []\n"
     "for p in map(int, sys.argv[1:]):\n"
     "    s = socket.socket()\n"
-    "    try:\n        s.bind(('', p))\n    except OSError:\n        busy.append(p)\n    finally:\n        s.close()\n"
+    "    try:\n        s.bind((\"\", p))\n    except OSError:\n        busy.append(p)\n    finally:\n        s.close()\n"
     "print(json.dumps(busy))"
 )
 
@@ -109,9 +109,9 @@ def remove_marker(path: str, token: str) -> str:
 
 NODES_SCRIPT = (
     "import json, ray\n"
-    "ray.init(address='auto', logging_level='ERROR', log_to_driver=False)\n"
-    "print(json.dumps([{'ip': n['NodeManagerAddress'], 'alive': n['Alive'], 'resources': n.get('Resources', {}),"
-    " 'hostname': n.get('NodeManagerHostname')} for n in ray.nodes()]))"
+    "ray.init(address=\"auto\", logging_level=\"ERROR\", log_to_driver=False)\n"
+    "print(json.dumps([{\"ip\": n[\"NodeManagerAddress\"], \"alive\": n[\"Alive\"], \"resources\": n.get(\"Resources\", {}),"
+    " \"hostname\": n.get(\"NodeManagerHostname\")} for n in ray.nodes()]))"
 )
 
 

@@ -177,3 +177,28 @@ class ClusterConfig(BaseModel):
     @property
     def address(self) -> str:
         return f"{self.head.ip}:{self.head.port}"
+
+
+def load_cluster(path, overrides: list[str] | None = None, *, insecure: bool = False) -> ClusterConfig:
+    """Read and check a cluster file. Raises ConfigError with file:line for every problem."""
+    from pydantic import ValidationError
+
+    from raytrain.config.load import pydantic_issues
+    from raytrain.config.source import apply_overrides, read_yaml
+    from raytrain.errors import ConfigError, ConfigIssue
+
+    source = read_yaml(path)
+    apply_overrides(source, overrides or [])
+    try:
+        cfg = ClusterConfig.model_validate(source.data)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_issues(exc, source, ClusterConfig)) from None
+    d = cfg.head.dashboard
+    if d.enabled and d.host in ("0.0.0.0", "::") and cfg.auth.mode == "disabled" and not insecure:
+        raise ConfigError([ConfigIssue(
+            source.where(("head", "dashboard", "host")), "head.dashboard.host",
+            "refusing a dashboard open to the network with auth disabled: its jobs API runs any shell command "
+            "for anyone who reaches it (CVE-2023-48022). Use auth: {mode: token}, host 127.0.0.1 with "
+            "`raytrain cluster dashboard`, or pass --insecure",
+        )])
+    return cfg

@@ -1,0 +1,179 @@
+"""`raytrain cluster up|down|status|check|exec|dashboard FILE`."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from raytrain.cli.common import SetOption, err, handle_errors, out
+
+app = typer.Typer(help="Start, stop and inspect an on-prem Ray cluster over SSH.", no_args_is_help=True, rich_markup_mode=None)
+
+FileArg = Annotated[Path, typer.Argument(help="Cluster YAML (head, workers, ssh, storage, auth).")]
+
+
+def _load(file, set_, insecure=False):
+    from raytrain.config.cluster import load_cluster
+
+    return load_cluster(file, set_ or [], insecure=insecure)
+
+
+def _runner(cfg, dry_run=False):
+    from raytrain.cluster.runner import DryRunner, SSHRunner
+
+    return DryRunner(cfg.ssh) if dry_run else SSHRunner(cfg.ssh)
+
+
+@app.command()
+@handle_errors
+def check(file: FileArg, set_: SetOption = None) -> None:
+    """The preflight alone: SSH, Python/Ray versions, head ports, shared storage, on all nodes in parallel."""
+    from rich.table import Table
+
+    from raytrain.cluster.lifecycle import check as run_check
+    from raytrain.errors import ClusterError
+
+    cfg = _load(file, set_)
+    report = run_check(cfg, _runner(cfg))
+    table = Table(title=f"cluster {cfg.name}", title_justify="left")
+    for col in ("node", "hostname", "python", "ray"):
+        table.add_column(col)
+    for node, v in report.versions.items():
+        table.add_row(node, v.get("hostname", ""), v.get("python", ""), v.get("ray", ""))
+    out.print(table)
+    if not report.ok:
+        raise ClusterError("preflight failed:\n  " + "\n  ".join(report.problems))
+    out.print("preflight ok", style="green")
+
+
+@app.command()
+@handle_errors
+def up(
+    file: FileArg,
+    set_: SetOption = None,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print every command per host; start nothing."),
+    restart: bool = typer.Option(False, "--restart", help="Stop a running cluster first, then start it again."),
+    insecure: bool = typer.Option(False, "--insecure", help="Allow a network-open dashboard with auth disabled."),
+) -> None:
+    """Preflight, start the head, then the workers in parallel; wait until every node is alive."""
+    from raytrain.cluster import lifecycle, plan
+
+    cfg = _load(file, set_, insecure)
+    runner = _runner(cfg, dry_run)
+    report = lifecycle.up(cfg, runner, restart=restart, on_step=lambda t: err.print(t, style="dim", markup=False))
+    if dry_run:
+        for node, command in runner.commands:
+            out.print(f"[{node}] {command}", markup=False)
+        return
+    if report.already_up:
+        err.print(f"cluster {cfg.name} is already up; nothing changed (use --restart to restart it)", markup=False)
+    else:
+        err.print(f"cluster {cfg.name} up in {report.seconds:.1f} s", markup=False)
+    _print_status(cfg, lifecycle.status(cfg, runner))
+    err.print("ports to open between the nodes: " + ", ".join(f"{p} ({what})" for p, what in plan.firewall_ports(cfg)), markup=False)
+
+
+@app.command()
+@handle_errors
+def down(file: FileArg, set_: SetOption = None, yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask.")) -> None:
+    """Stop the workers, then the head."""
+    from raytrain.cluster import lifecycle
+    from raytrain.errors import ClusterError
+
+    cfg = _load(file, set_)
+    if not yes:
+        typer.confirm(f"stop every Ray process of cluster {cfg.name} on {len(cfg.nodes)} node(s)?", abort=True)
+    results = lifecycle.down(cfg, _runner(cfg))
+    failed = [r for r in results if not r.ok]
+    for r in results:
+        err.print(f"{r.node}: {'stopped' if r.ok else 'FAILED'}", markup=False)
+    if failed:
+        raise ClusterError("could not stop every node:\n  " + "\n  ".join(r.describe() for r in failed))
+
+
+@app.command()
+@handle_errors
+def status(file: FileArg, set_: SetOption = None, json_: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Nodes alive, dead and not joined; resources; the dashboard URL."""
+    from dataclasses import asdict
+
+    from raytrain.cluster import lifecycle
+
+    cfg = _load(file, set_)
+    st = lifecycle.status(cfg, _runner(cfg))
+    if json_:
+        typer.echo(json.dumps(asdict(st), indent=2))
+        return
+    _print_status(cfg, st)
+
+
+@app.command("exec")
+@handle_errors
+def exec_(
+    file: FileArg,
+    command: Annotated[list[str], typer.Argument(help="The command (after --).")],
+    node: Annotated[list[str] | None, typer.Option("--node", help="Only these nodes (name or host; repeatable).")] = None,
+    set_: SetOption = None,
+) -> None:
+    """Run a command on all (or some) nodes in parallel; each line prefixed with its node."""
+    from raytrain.cluster import lifecycle
+    from raytrain.errors import UsageError
+
+    cfg = _load(file, set_)
+    nodes = cfg.nodes
+    if node:
+        nodes = [n for n in cfg.nodes if n.node_name in node or n.host in node]
+        unknown = set(node) - {n.node_name for n in nodes} - {n.host for n in nodes}
+        if unknown:
+            raise UsageError(f"no node named {', '.join(sorted(unknown))}; nodes: {', '.join(n.node_name for n in cfg.nodes)}")
+    results = lifecycle.exec_(cfg, _runner(cfg), shlex.join(command) if len(command) > 1 else command[0], nodes)
+    for r in results:
+        for line in r.stdout.splitlines():
+            out.print(f"[{r.node}] {line}", markup=False)
+        for line in r.stderr.splitlines():
+            err.print(f"[{r.node}] {line}", markup=False)
+    summary = ", ".join(f"{r.node}={r.returncode}" for r in results)
+    err.print(f"exit codes: {summary}", markup=False)
+    if any(not r.ok for r in results):
+        raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def dashboard(file: FileArg, set_: SetOption = None, port: int = typer.Option(8265, help="Local port.")) -> None:
+    """Forward the head's dashboard to localhost over SSH (like `ray dashboard`); Ctrl-C to stop."""
+    from raytrain.cluster.runner import LOCAL_HOSTS, ssh_argv
+
+    cfg = _load(file, set_)
+    d = cfg.head.dashboard
+    if cfg.head.host in LOCAL_HOSTS:
+        out.print(f"the dashboard is local: http://{d.host}:{d.port}", markup=False)
+        return
+    argv = ssh_argv(cfg.head, cfg.ssh)
+    argv[1:1] = ["-N", "-L", f"{port}:{d.host if d.host not in ('0.0.0.0', '::') else '127.0.0.1'}:{d.port}"]
+    err.print(f"dashboard: http://127.0.0.1:{port}  (Ctrl-C to close the tunnel)", markup=False)
+    if cfg.auth.mode == "token":
+        err.print(f"log in with the token in ~/.raytrain/clusters/{cfg.name}/auth_token", markup=False)
+    subprocess.run(argv, check=False)
+
+
+def _print_status(cfg, st) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"cluster {cfg.name} at {st.address}", title_justify="left")
+    for col in ("node", "role", "ip", "state", "CPU", "GPU"):
+        table.add_column(col)
+    for n in st.nodes:
+        res = n["resources"]
+        table.add_row(n["name"], n["role"], n["ip"], n["state"], f"{res.get('CPU', '-')}", f"{res.get('GPU', '-')}")
+    for n in st.extra:
+        table.add_row(n.get("hostname") or "?", "(not in file)", n["ip"], "alive" if n["alive"] else "dead", f"{n['resources'].get('CPU', '-')}", "")
+    out.print(table)
+    out.print(f"dashboard: {st.dashboard_url}" + ("  (raytrain cluster dashboard FILE to reach it from here)" if cfg.head.dashboard.host == "127.0.0.1" and cfg.head.host not in ("localhost", "127.0.0.1") else ""), markup=False)
+    if cfg.auth.mode == "token":
+        out.print(f"auth: token (~/.raytrain/clusters/{cfg.name}/auth_token); drivers: raytrain train/tune --cluster FILE", markup=False)

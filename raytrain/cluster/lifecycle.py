@@ -1,0 +1,246 @@
+"""check / up / down / status / exec of a cluster, through a Runner.
+
+The library returns values and raises ClusterError; the CLI prints. Nothing here decides how to print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raytrain.cluster import plan
+from raytrain.cluster.runner import CommandResult, DryRunner, Runner
+from raytrain.config.cluster import ClusterConfig, NodeConfig
+from raytrain.errors import ClusterError
+
+
+def parallel(fn, items):
+    """fn over items in threads, results in the order of items."""
+    items = list(items)
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+@dataclass
+class CheckReport:
+    versions: dict[str, dict] = field(default_factory=dict)
+    """node -> {python, ray, hostname}"""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def local_token_path(cfg: ClusterConfig) -> Path:
+    return Path(os.path.expanduser(f"~/.raytrain/clusters/{cfg.name}/auth_token"))
+
+
+def check(cfg: ClusterConfig, runner: Runner, *, ports: bool = True) -> CheckReport:
+    """The preflight, in parallel on all nodes: SSH, versions, head ports, shared storage."""
+    import ray
+
+    report = CheckReport()
+    results = parallel(lambda n: runner.run(n, plan.probe(cfg), timeout=cfg.ssh.connect_timeout + 30), cfg.nodes)
+    here = {"python": platform.python_version(), "ray": ray.__version__, "hostname": platform.node()}
+    report.versions["(this machine)"] = here
+    reachable = []
+    for node, res in zip(cfg.nodes, results):
+        if isinstance(runner, DryRunner):
+            continue
+        if not res.ok:
+            report.problems.append(f"cannot run Python on {res.describe()}")
+            continue
+        try:
+            info = json.loads(res.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            report.problems.append(f"unexpected output from {res.describe()}")
+            continue
+        report.versions[node.node_name] = info
+        reachable.append(node)
+    differing = {n: v for n, v in report.versions.items() if (v["python"].rsplit(".", 1)[0], v["ray"]) != (here["python"].rsplit(".", 1)[0], here["ray"])}
+    if differing and not isinstance(runner, DryRunner):
+        table = "\n".join(f"    {n}: Python {v['python']}, Ray {v['ray']}" for n, v in report.versions.items())
+        report.problems.append(
+            f"Python/Ray versions differ between nodes ({', '.join(differing)}); every node and this machine "
+            f"need the same Ray and Python minor version:\n{table}\n    install ray=={here['ray']} with Python "
+            f"{here['python'].rsplit('.', 1)[0]} on {', '.join(differing)} (or set `python:`/`venv:` to one that has it)"
+        )
+    if ports and cfg.head in reachable:
+        wanted = [cfg.head.port] + ([cfg.head.dashboard.port] if cfg.head.dashboard.enabled else [])
+        res = runner.run(cfg.head, plan.ports_free(cfg, wanted), timeout=30)
+        busy = json.loads(res.stdout.strip() or "[]") if res.ok else []
+        if busy:
+            report.problems.append(f"{cfg.head.node_name}: port(s) {', '.join(map(str, busy))} already in use on the head (another Ray? `raytrain cluster status`)")
+    if cfg.storage.path and cfg.head in reachable:
+        report.problems += _check_storage(cfg, runner, [n for n in reachable if n is not cfg.head])
+    return report
+
+
+def _check_storage(cfg: ClusterConfig, runner: Runner, workers: list[NodeConfig]) -> list[str]:
+    token = uuid.uuid4().hex
+    path = cfg.storage.path
+    res = runner.run(cfg.head, plan.write_marker(path, token), timeout=30)
+    if not res.ok:
+        return [f"storage.path {path} is not writable on the head: {res.describe()}"]
+    try:
+        results = parallel(lambda n: runner.run(n, plan.read_marker(path, token), timeout=30), workers)
+        bad = [n.node_name for n, r in zip(workers, results) if not r.ok or r.stdout.strip() != token]
+    finally:
+        runner.run(cfg.head, plan.remove_marker(path, token), timeout=30)
+    if bad and not isinstance(runner, DryRunner):
+        return [
+            f"storage.path {path} is not the same shared directory on {', '.join(bad)}: a marker written on the "
+            f"head is not there. Mount the shared (NFS) directory at {path} on every node."
+        ]
+    return []
+
+
+def _alive(cfg: ClusterConfig, runner: Runner) -> list[dict] | None:
+    res = runner.run(cfg.head, plan.list_nodes(cfg), timeout=60)
+    if not res.ok:
+        return None
+    try:
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+
+
+def ensure_token(cfg: ClusterConfig) -> str:
+    """The cluster's token, created once (0600) on this machine."""
+    path = local_token_path(cfg)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+    return path.read_text().strip()
+
+
+@dataclass
+class UpReport:
+    already_up: bool
+    nodes: list[dict]
+    seconds: float
+    commands: list[tuple[str, str]] = field(default_factory=list)
+
+
+def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: bool = True, on_step=lambda text: None) -> UpReport:
+    """Start the head, then every worker in parallel; wait until all are alive. All or nothing."""
+    t0 = time.perf_counter()
+    dry = isinstance(runner, DryRunner)
+    if not dry:
+        nodes = _alive(cfg, runner)
+        alive_ips = {n["ip"] for n in nodes or [] if n["alive"]}
+        if nodes is not None and {n.ip for n in cfg.nodes} <= alive_ips and not restart:
+            return UpReport(True, nodes, time.perf_counter() - t0)
+        if nodes is not None and restart:
+            on_step("--restart: stopping the running cluster first")
+            down(cfg, runner)
+    if preflight:
+        on_step("preflight: ssh, versions, ports, storage on every node")
+        report = check(cfg, runner)
+        if not report.ok and not dry:
+            raise ClusterError("preflight failed, nothing was started:\n  " + "\n  ".join(report.problems))
+    if cfg.auth.mode == "token":
+        token = "<token>" if dry else ensure_token(cfg)
+        results = parallel(lambda n: runner.run(n, plan.install_token(cfg), stdin=token + "\n", timeout=cfg.ssh.connect_timeout + 30), cfg.nodes)
+        failed = [r for r in results if not r.ok]
+        if failed:
+            raise ClusterError("could not install the auth token, nothing was started:\n  " + "\n  ".join(r.describe() for r in failed))
+    started: list[NodeConfig] = []
+    try:
+        on_step(f"starting the head on {cfg.head.node_name}")
+        res = runner.run(cfg.head, plan.start_head(cfg), timeout=cfg.start_timeout_s)
+        if not res.ok:
+            raise ClusterError(f"the head failed to start: {res.describe()}")
+        started.append(cfg.head)
+        if cfg.workers:
+            on_step(f"starting {len(cfg.workers)} worker(s) in parallel")
+        results = parallel(lambda n: runner.run(n, plan.start_worker(cfg, n), timeout=cfg.start_timeout_s), cfg.workers)
+        started += [n for n, r in zip(cfg.workers, results) if r.ok]
+        failed = [r for r in results if not r.ok]
+        if failed:
+            raise ClusterError("worker(s) failed to start:\n  " + "\n  ".join(r.describe() for r in failed))
+        if dry:
+            return UpReport(False, [], time.perf_counter() - t0, list(runner.commands))
+        deadline = time.monotonic() + cfg.start_timeout_s
+        nodes = None
+        while time.monotonic() < deadline:
+            nodes = _alive(cfg, runner)
+            alive = {n["ip"] for n in nodes or [] if n["alive"]}
+            if {n.ip for n in cfg.nodes} <= alive:
+                return UpReport(False, nodes, time.perf_counter() - t0)
+            time.sleep(0.5)
+        missing = sorted({n.node_name for n in cfg.nodes} - {n.node_name for n in cfg.nodes if n.ip in {x["ip"] for x in nodes or [] if x["alive"]}})
+        raise ClusterError(f"timed out after {cfg.start_timeout_s:g} s waiting for {', '.join(missing)} to join")
+    except BaseException:
+        if started and not dry:
+            on_step("failed: stopping what was started")
+            parallel(lambda n: runner.run(n, plan.stop(cfg), timeout=60), list(reversed(started)))
+        raise
+
+
+def down(cfg: ClusterConfig, runner: Runner) -> list[CommandResult]:
+    """Stop the workers (in parallel), then the head."""
+    results = parallel(lambda n: runner.run(n, plan.stop(cfg), timeout=120), cfg.workers)
+    results.append(runner.run(cfg.head, plan.stop(cfg), timeout=120))
+    return results
+
+
+@dataclass
+class Status:
+    head_reachable: bool
+    nodes: list[dict]
+    """Each defined node: name, host, ip, state (alive / dead / not joined), resources."""
+    extra: list[dict]
+    """Nodes the cluster has that the file does not define."""
+    dashboard_url: str
+    address: str
+
+
+def status(cfg: ClusterConfig, runner: Runner) -> Status:
+    known = _alive(cfg, runner)
+    by_ip: dict[str, dict] = {}
+    for n in known or []:
+        # A node that rejoined has an alive and a dead entry: alive wins.
+        if n["ip"] not in by_ip or n["alive"]:
+            by_ip[n["ip"]] = n
+    rows = []
+    for node in cfg.nodes:
+        n = by_ip.get(node.ip)
+        state = "alive" if n and n["alive"] else "dead" if n else "not joined"
+        rows.append({
+            "name": node.node_name, "host": node.host, "ip": node.ip, "role": "head" if node is cfg.head else "worker",
+            "state": state if known is not None else "unknown (head unreachable or down)",
+            "resources": (n or {}).get("resources", {}),
+        })
+    defined = {n.ip for n in cfg.nodes}
+    extra = [n for n in by_ip.values() if n["ip"] not in defined]
+    d = cfg.head.dashboard
+    url = f"http://{cfg.head.ip if d.host in ('0.0.0.0', '::') else d.host}:{d.port}" if d.enabled else "(dashboard disabled)"
+    return Status(known is not None, rows, extra, url, cfg.address)
+
+
+def exec_(cfg: ClusterConfig, runner: Runner, command: str, nodes: list[NodeConfig]) -> list[CommandResult]:
+    return parallel(lambda n: runner.run(n, command), nodes)
+
+
+def driver_env(cfg: ClusterConfig) -> dict[str, str]:
+    """What a driver on this machine needs to join the cluster: address, auth mode, token path."""
+    env = {"RAY_ADDRESS": cfg.address, "RAY_AUTH_MODE": cfg.auth.mode}
+    if cfg.auth.mode == "token":
+        path = local_token_path(cfg)
+        if not path.exists():
+            raise ClusterError(f"no token for cluster {cfg.name} at {path}: run `raytrain cluster up` from this machine first")
+        env["RAY_AUTH_TOKEN_PATH"] = str(path)
+    return env
