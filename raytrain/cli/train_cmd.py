@@ -10,7 +10,17 @@ from typing import Annotated
 
 import typer
 
-from raytrain.cli.common import AddressOption, ClusterOption, SetOption, argv, cluster_address, err, handle_errors, out, say
+from raytrain.cli.common import (
+    AddressOption,
+    ClusterOption,
+    SetOption,
+    argv,
+    cluster_address,
+    err,
+    handle_errors,
+    out,
+    say,
+)
 
 
 def _fmt(value) -> str:

@@ -9,7 +9,17 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from raytrain.cli.common import AddressOption, ClusterOption, SetOption, argv, cluster_address, err, handle_errors, out, say
+from raytrain.cli.common import (
+    AddressOption,
+    ClusterOption,
+    SetOption,
+    argv,
+    cluster_address,
+    err,
+    handle_errors,
+    out,
+    say,
+)
 
 
 class _FileMeansRun(TyperGroup):

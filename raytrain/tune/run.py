@@ -14,8 +14,8 @@ from ray.tune import Callback
 
 from raytrain.config.sweep_load import LoadedSweep
 from raytrain.errors import SweepError
-from raytrain.tune.results import META_FILE, SWEEP_FILE, plot, summarize, write_best_config, write_leaderboard
 from raytrain.tune import TRIAL_KEY
+from raytrain.tune.results import META_FILE, SWEEP_FILE, plot, summarize, write_best_config, write_leaderboard
 
 
 class LiveTable(Callback):

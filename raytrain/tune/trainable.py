@@ -16,7 +16,6 @@ from raytrain.config.load import load_source
 from raytrain.config.source import Source
 from raytrain.rllib.callbacks import find
 from raytrain.rllib.translate import build_ppo_config
-
 from raytrain.tune import TRIAL_KEY  # noqa: F401 - re-exported
 
 

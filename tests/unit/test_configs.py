@@ -10,6 +10,7 @@ from raytrain.rllib.translate import build_ppo_config
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 TRAIN_CONFIGS = [p for p in CONFIGS if "environment:" in p.read_text()]
 SWEEP_CONFIGS = [p for p in CONFIGS if "search:" in p.read_text()]
+CLUSTER_CONFIGS = [p for p in CONFIGS if "\nhead:" in p.read_text()]
 
 
 def test_there_are_example_configs():
@@ -30,7 +31,7 @@ def test_legacy_example_uses_old_names():
 
 
 def test_every_config_is_a_train_or_a_sweep_config():
-    assert set(CONFIGS) == set(TRAIN_CONFIGS) | set(SWEEP_CONFIGS)
+    assert set(CONFIGS) == set(TRAIN_CONFIGS) | set(SWEEP_CONFIGS) | set(CLUSTER_CONFIGS)
     assert {p.name for p in SWEEP_CONFIGS} >= {"ppo_pbt.yaml", "ppo_optuna.yaml"}
 
 
@@ -42,3 +43,11 @@ def test_sweep_config_validates(path, tmp_path):
     loaded = load_sweep(path, [f"checkpoint.storage_path={tmp_path}"])
     assert not loaded.warnings, loaded.warnings
     plan(loaded)
+
+
+@pytest.mark.parametrize("path", CLUSTER_CONFIGS, ids=lambda p: p.name)
+def test_cluster_config_validates(path):
+    from raytrain.config.cluster import load_cluster
+
+    cfg = load_cluster(path)
+    assert cfg.auth.mode == "token"
