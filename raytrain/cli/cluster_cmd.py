@@ -174,6 +174,6 @@ def _print_status(cfg, st) -> None:
     for n in st.extra:
         table.add_row(n.get("hostname") or "?", "(not in file)", n["ip"], "alive" if n["alive"] else "dead", f"{n['resources'].get('CPU', '-')}", "")
     out.print(table)
-    out.print(f"dashboard: {st.dashboard_url}" + ("  (raytrain cluster dashboard FILE to reach it from here)" if cfg.head.dashboard.host == "127.0.0.1" and cfg.head.host not in ("localhost", "127.0.0.1") else ""), markup=False)
+    out.print(f"dashboard: {st.dashboard_url}" + ("  (raytrain cluster dashboard FILE to reach it from here)" if cfg.head.dashboard.enabled and cfg.head.dashboard.host == "127.0.0.1" and cfg.head.host not in ("localhost", "127.0.0.1") else ""), markup=False)
     if cfg.auth.mode == "token":
         out.print(f"auth: token (~/.raytrain/clusters/{cfg.name}/auth_token); drivers: raytrain train/tune --cluster FILE", markup=False)

@@ -110,7 +110,7 @@ def _alive(cfg: ClusterConfig, runner: Runner) -> list[dict] | None:
     if not res.ok:
         return None
     try:
-        return json.loads(res.stdout.strip().splitlines()[-1])
+        return json.loads(res.stdout.strip().splitlines()[-1])  # None when the GCS port is closed
     except (ValueError, IndexError):
         return None
 

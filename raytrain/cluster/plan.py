@@ -108,8 +108,12 @@ def remove_marker(path: str, token: str) -> str:
 
 
 NODES_SCRIPT = (
-    "import json, ray\n"
-    "ray.init(address=\"auto\", logging_level=\"ERROR\", log_to_driver=False)\n"
+    "import json, os, socket, sys\n"
+    "host, port = os.environ[\"RAY_ADDRESS\"].rsplit(\":\", 1)\n"
+    "try:\n    socket.create_connection((host, int(port)), timeout=3).close()\n"
+    "except OSError as e:\n    print(json.dumps(None)); sys.exit(0)\n"
+    "import ray\n"
+    "ray.init(logging_level=\"ERROR\", log_to_driver=False)\n"
     "print(json.dumps([{\"ip\": n[\"NodeManagerAddress\"], \"alive\": n[\"Alive\"], \"resources\": n.get(\"Resources\", {}),"
     " \"hostname\": n.get(\"NodeManagerHostname\")} for n in ray.nodes()]))"
 )

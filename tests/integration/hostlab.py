@@ -1,0 +1,219 @@
+"""Several SSH-reachable Linux hosts on one machine, for multi-host cluster tests.
+
+Each host is a network namespace with its own address on a private bridge, plus its own PID, mount and
+UTS namespaces (so `ray stop` on one host stops only that host's Ray), a private /tmp/ray and /run, and
+its own sshd. The bridge has an address too, so this machine (the "laptop" running raytrain and the
+drivers) reaches every host over SSH, with host-key checking on against a known_hosts file we write.
+
+Traps (learned by ../shared/hostlab): sshd wants StrictModes off for keys under /tmp and passes no client
+environment; `unshare` ignores SIGTERM (signal the host's PID 1, SIGKILL `unshare` as a last resort);
+delete the veth before `ip netns del`; never `ray stop` in the root namespace while a lab is up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+HOSTINIT = """#!/bin/bash
+# PID 1 of one lab host (inside ip netns exec + unshare --pid --fork --mount-proc --uts).
+set -e
+H=$1; IP=$2; R=$3; D=$R/hosts/$H
+hostname "$H"
+mount --bind $R/etc_hosts /etc/hosts
+mount -t tmpfs -o mode=755 tmpfs /run
+mkdir -p /run/sshd $D/tmp_ray
+mount --bind $D/tmp_ray /tmp/ray
+/usr/sbin/sshd -f $R/ssh/sshd_config -o ListenAddress=$IP -o PidFile=/run/sshd.pid -E $D/sshd.log
+set +e
+trap 'exit 0' TERM INT
+while :; do sleep 3600 & wait $!; done
+"""
+
+
+def _run(argv, check=True, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
+
+
+def can_create_namespaces() -> str | None:
+    """None if this machine can host a lab, else why not."""
+    if os.geteuid() != 0:
+        return "needs root (network, PID and mount namespaces)"
+    if not shutil.which("ip") or not shutil.which("unshare") or not shutil.which("nsenter"):
+        return "needs iproute2 and util-linux (ip, unshare, nsenter)"
+    name = f"rtp{uuid.uuid4().hex[:6]}"
+    probe = _run(["ip", "netns", "add", name], check=False)
+    if probe.returncode != 0:
+        return f"cannot create network namespaces: {probe.stderr.strip()}"
+    _run(["ip", "netns", "del", name], check=False)
+    return None
+
+
+def ensure_sshd() -> None:
+    """Install openssh-server if it is missing (Debian)."""
+    if Path("/usr/sbin/sshd").exists() and shutil.which("ssh") and shutil.which("ssh-keygen"):
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    _run(["apt-get", "update", "-qq"], env=env, timeout=600)
+    _run(["apt-get", "install", "-y", "-qq", "openssh-server", "openssh-client"], env=env, timeout=900)
+
+
+class HostLab:
+    """Hosts `names` on a private /24; `up()` then `down()` (always, even after a failure)."""
+
+    def __init__(self, root: Path, names=("head", "w1", "w2")):
+        tag = uuid.uuid4().hex[:4]
+        self.root = Path(root)
+        self.prefix = f"rt{tag}"  # interface names are at most 15 characters
+        # A subnet per run, so two labs (or a lab that was not torn down) never collide.
+        self.net = f"10.{200 + int(tag[:2], 16) % 50}.{int(tag[2:], 16)}"
+        self.names = list(names)
+        self.ip = {h: f"{self.net}.{10 + i}" for i, h in enumerate(self.names)}
+        self.bridge = f"{self.prefix}br"
+        self._procs: dict[str, subprocess.Popen] = {}
+
+    # --- files -------------------------------------------------------------------------------
+    @property
+    def ssh_config(self) -> Path:
+        return self.root / "ssh" / "ssh_config"
+
+    def _files(self) -> None:
+        ssh = self.root / "ssh"
+        ssh.mkdir(parents=True, exist_ok=True)
+        (self.root / "hosts").mkdir(exist_ok=True)
+        for key, comment in (("host_ed25519", "lab-host"), ("id_ed25519", "lab-client")):
+            if not (ssh / key).exists():
+                _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / key), "-C", comment])
+        shutil.copy(ssh / "id_ed25519.pub", ssh / "authorized_keys")
+        python_bin = str(Path(sys.executable).parent)
+        (ssh / "sshd_config").write_text(
+            "Port 22\n"
+            f"HostKey {ssh / 'host_ed25519'}\n"
+            f"AuthorizedKeysFile {ssh / 'authorized_keys'}\n"
+            "PermitRootLogin yes\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nUseDNS no\nPrintMotd no\n"
+            f"SetEnv PATH={python_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+            "LogLevel VERBOSE\n"
+        )
+        host_key = (ssh / "host_ed25519.pub").read_text().split()
+        (ssh / "known_hosts").write_text("".join(f"{ip} {host_key[0]} {host_key[1]}\n" for ip in self.ip.values()))
+        (ssh / "ssh_config").write_text(
+            "Host *\n  User root\n"
+            f"  IdentityFile {ssh / 'id_ed25519'}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {ssh / 'known_hosts'}\n  LogLevel ERROR\n"
+        )
+        (self.root / "etc_hosts").write_text(
+            "127.0.0.1 localhost\n" + "".join(f"{ip} {h}\n" for h, ip in self.ip.items())
+        )
+        init = self.root / "hostinit.sh"
+        init.write_text(HOSTINIT)
+        init.chmod(0o755)
+
+    # --- network -------------------------------------------------------------------------------
+    def _net_up(self) -> None:
+        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        _run(["ip", "addr", "add", f"{self.net}.1/24", "dev", self.bridge])
+        _run(["ip", "link", "set", self.bridge, "up"])
+        for h in self.names:
+            ns, veth = f"{self.prefix}{h}", f"v{self.prefix}{h}"[:15]
+            _run(["ip", "netns", "add", ns])
+            _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+            _run(["ip", "link", "set", veth, "master", self.bridge, "up"])
+            _run(["ip", "-n", ns, "addr", "add", f"{self.ip[h]}/24", "dev", "eth0"])
+            _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+
+    def _net_down(self) -> None:
+        for h in self.names:
+            _run(["ip", "link", "del", f"v{self.prefix}{h}"[:15]], check=False)
+            _run(["ip", "netns", "del", f"{self.prefix}{h}"], check=False)
+        _run(["ip", "link", "del", self.bridge], check=False)
+
+    # --- hosts -------------------------------------------------------------------------------------
+    def _unshare_pid(self, h: str) -> int | None:
+        path = self.root / "hosts" / h / "unshare.pid"
+        return int(path.read_text()) if path.exists() else None
+
+    def _pid1(self, h: str) -> int:
+        unshare = self._unshare_pid(h)
+        children = _run(["pgrep", "-P", str(unshare)], check=False).stdout.split()
+        if not children:
+            raise RuntimeError(f"host {h} is not running")
+        return int(children[0])
+
+    def host_up(self, h: str) -> None:
+        d = self.root / "hosts" / h
+        d.mkdir(parents=True, exist_ok=True)
+        Path("/tmp/ray").mkdir(exist_ok=True)
+        log = open(d / "init.log", "w")
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", f"{self.prefix}{h}", "unshare", "--pid", "--fork", "--mount-proc", "--uts",
+             "--kill-child", str(self.root / "hostinit.sh"), h, self.ip[h], str(self.root)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        (d / "unshare.pid").write_text(str(proc.pid))
+        self._procs[h] = proc
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            probe = _run(["bash", "-c", f"exec 3<>/dev/tcp/{self.ip[h]}/22"], check=False, timeout=5)
+            if probe.returncode == 0:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"sshd on {h} did not come up: {(d / 'sshd.log').read_text() if (d / 'sshd.log').exists() else ''}")
+
+    def host_down(self, h: str) -> None:
+        """Power a host off: everything in its PID namespace dies at once."""
+        unshare = self._unshare_pid(h)
+        if unshare is None:
+            return
+        try:
+            pid1 = self._pid1(h)
+            os.kill(pid1, signal.SIGKILL)  # PID 1 of a namespace: the kernel kills every process in it
+        except (RuntimeError, ProcessLookupError):
+            pass
+        proc = self._procs.pop(h, None)
+        if proc is not None:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        else:
+            try:
+                os.kill(unshare, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        (self.root / "hosts" / h / "unshare.pid").unlink(missing_ok=True)
+
+    def on(self, h: str, command: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run a shell command on host h's console (its namespaces), not over SSH."""
+        return _run(["nsenter", "-t", str(self._pid1(h)), "-n", "-p", "-m", "-u", "--", "bash", "-c", command],
+                    check=False, timeout=timeout)
+
+    def processes(self, h: str, pattern: str) -> list[str]:
+        out = self.on(h, f"pgrep -a -f {pattern!r} || true").stdout
+        return [line for line in out.splitlines() if "pgrep" not in line]
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def up(self) -> HostLab:
+        ensure_sshd()
+        self._files()
+        try:
+            self._net_up()
+            for h in self.names:
+                self.host_up(h)
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def down(self) -> None:
+        for h in list(self.names):
+            self.host_down(h)
+        self._net_down()
