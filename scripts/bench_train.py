@@ -225,6 +225,8 @@ def run_raytrain(config: Path, storage: Path, overrides: list[str], timeout: flo
     for _, line in res["err"]:
         if line.startswith("run folder: "):
             run_dir = Path(line.removeprefix("run folder: ").strip())
+    if run_dir is None and res["out"]:  # the CLI also prints the run folder as its last stdout line
+        run_dir = Path(res["out"][-1][1].strip())
     if run_dir is None or not (run_dir / "metrics.jsonl").is_file():
         tail = "\n".join(l for _, l in res["err"][-15:])
         raise SystemExit(f"raytrain run failed (rc {res['rc']}): {' '.join(cmd)}\n{tail}")
@@ -296,8 +298,8 @@ def main() -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="extra raytrain override for the solve runs only (repeatable; for trying configs)")
     p.add_argument("--timeout", type=float, default=300, help="seconds before a run is killed; default 300")
-    p.add_argument("--wait-idle", type=float, default=120,
-                   help="before each run wait up to this many seconds for other CPU load to stop; default 120 (0: off)")
+    p.add_argument("--wait-idle", type=float, default=30,
+                   help="before each run wait up to this many seconds for other CPU load to stop; default 30 (0: off)")
     p.add_argument("--keep", action="store_true", help="keep the run folders (temp dir) and print where")
     args = p.parse_args()
     config = args.config.resolve()

@@ -32,7 +32,10 @@ ClusterOption = Annotated[
 
 
 def cluster_address(address: str | None, cluster: Path | None) -> str | None:
-    """The address to connect to; with --cluster also sets the auth environment of this driver."""
+    """The address to connect to; with --cluster also sets the auth environment of this driver.
+
+    Call it before anything imports Ray: Ray reads RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH on import.
+    """
     if cluster is None:
         return address
     from raytrain.cluster.lifecycle import driver_env

@@ -74,6 +74,8 @@ def _train(file, overrides, address, dry_run, resume) -> None:
     from raytrain.runs import RunFolder
 
     started = time.perf_counter()
+    # Before anything imports Ray: it reads the auth mode and token path when it is imported.
+    address = cluster_address(*address)
     folder = None
     if resume is not None:
         folder = RunFolder.open(resume)
@@ -112,7 +114,7 @@ def _train(file, overrides, address, dry_run, resume) -> None:
     except Exception as exc:  # RLlib's own checks, before anything starts or is written
         raise ConfigError([ConfigIssue(str(file or resume), "", f"RLlib rejects the config: {exc}")]) from None
 
-    where = connect_ray(cluster_address(*address))
+    where = connect_ray(address)
     check_resources(cfg)
     if folder is None:
         folder = RunFolder.create(cfg.experiment.storage_path, cfg.experiment.name)

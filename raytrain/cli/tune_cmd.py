@@ -55,6 +55,7 @@ def run(
     from raytrain.config.sweep_load import load_sweep
     from raytrain.tune.build import plan
 
+    address = cluster_address(address, cluster)  # before Ray is imported: it reads the auth settings then
     overrides = list(set_ or [])
     if name:
         overrides.append(f"name={name}")
@@ -71,7 +72,7 @@ def run(
     from raytrain.training import connect_ray
     from raytrain.tune.run import run_sweep
 
-    where = connect_ray(cluster_address(address, cluster))
+    where = connect_ray(address)
     err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, {loaded.sweep.search.num_samples} trials, ranking on {loaded.metric} ({where})", markup=False)
     err.print(f"experiment folder: {loaded.experiment_dir}", markup=False)
     exp_dir = run_sweep(loaded, plan_, argv())
@@ -87,10 +88,11 @@ def resume(
     restart_errored: bool = typer.Option(False, "--restart-errored", help="Start errored trials again from scratch (default: retry them from their last checkpoint)."),
 ) -> None:
     """Continue a sweep whose driver was killed: finished trials stay done, running ones continue from checkpoints."""
+    address = cluster_address(address, cluster)
     from raytrain.training import connect_ray
     from raytrain.tune.run import resume_sweep
 
-    connect_ray(cluster_address(address, cluster))
+    connect_ray(address)
     exp_dir = resume_sweep(experiment_dir, restart_errored, argv())
     _report(exp_dir)
 

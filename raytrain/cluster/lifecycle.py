@@ -45,16 +45,17 @@ def local_token_path(cfg: ClusterConfig) -> Path:
     return Path(os.path.expanduser(f"~/.raytrain/clusters/{cfg.name}/auth_token"))
 
 
-def check(cfg: ClusterConfig, runner: Runner, *, ports: bool = True) -> CheckReport:
-    """The preflight, in parallel on all nodes: SSH, versions, head ports, shared storage."""
+def check(cfg: ClusterConfig, runner: Runner, *, nodes: list[NodeConfig] | None = None, ports: bool = True) -> CheckReport:
+    """The preflight, in parallel on all (or the given) nodes: SSH, versions, head ports, shared storage."""
     import ray
 
     report = CheckReport()
-    results = parallel(lambda n: runner.run(n, plan.probe(cfg), timeout=cfg.ssh.connect_timeout + 30), cfg.nodes)
+    nodes = list(cfg.nodes if nodes is None else nodes)
+    results = parallel(lambda n: runner.run(n, plan.probe(cfg), timeout=cfg.ssh.connect_timeout + 30), nodes)
     here = {"python": platform.python_version(), "ray": ray.__version__, "hostname": platform.node()}
     report.versions["(this machine)"] = here
     reachable = []
-    for node, res in zip(cfg.nodes, results):
+    for node, res in zip(nodes, results):
         if isinstance(runner, DryRunner):
             continue
         if not res.ok:
@@ -81,7 +82,7 @@ def check(cfg: ClusterConfig, runner: Runner, *, ports: bool = True) -> CheckRep
         busy = json.loads(res.stdout.strip() or "[]") if res.ok else []
         if busy:
             report.problems.append(f"{cfg.head.node_name}: port(s) {', '.join(map(str, busy))} already in use on the head (another Ray? `raytrain cluster status`)")
-    if cfg.storage.path and cfg.head in reachable:
+    if cfg.storage.path and (cfg.head in reachable or cfg.head not in nodes):
         report.problems += _check_storage(cfg, runner, [n for n in reachable if n is not cfg.head])
     return report
 
@@ -134,55 +135,76 @@ class UpReport:
     commands: list[tuple[str, str]] = field(default_factory=list)
 
 
+def _install_token(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig]) -> None:
+    if cfg.auth.mode != "token":
+        return
+    token = "<token>" if isinstance(runner, DryRunner) else ensure_token(cfg)
+    results = parallel(lambda n: runner.run(n, plan.install_token(cfg), stdin=token + "\n", timeout=cfg.ssh.connect_timeout + 30), nodes)
+    failed = [r for r in results if not r.ok]
+    if failed:
+        raise ClusterError("could not install the auth token, nothing was started:\n  " + "\n  ".join(r.describe() for r in failed))
+
+
+def _wait_alive(cfg: ClusterConfig, runner: Runner) -> list[dict]:
+    deadline = time.monotonic() + cfg.start_timeout_s
+    nodes: list[dict] | None = None
+    while time.monotonic() < deadline:
+        nodes = _alive(cfg, runner)
+        if {n.ip for n in cfg.nodes} <= {x["ip"] for x in nodes or [] if x["alive"]}:
+            return nodes
+        time.sleep(0.5)
+    alive = {x["ip"] for x in nodes or [] if x["alive"]}
+    missing = [n.node_name for n in cfg.nodes if n.ip not in alive]
+    raise ClusterError(f"timed out after {cfg.start_timeout_s:g} s waiting for {', '.join(missing)} to join")
+
+
 def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: bool = True, on_step=lambda text: None) -> UpReport:
-    """Start the head, then every worker in parallel; wait until all are alive. All or nothing."""
+    """Start the head, then every worker in parallel; wait until all are alive. All or nothing.
+
+    On a cluster that is up, changes nothing; on one whose head is up but some workers are not (a worker
+    host rebooted), starts just those workers.
+    """
     t0 = time.perf_counter()
     dry = isinstance(runner, DryRunner)
+    to_start = list(cfg.nodes)
     if not dry:
         nodes = _alive(cfg, runner)
-        alive_ips = {n["ip"] for n in nodes or [] if n["alive"]}
-        if nodes is not None and {n.ip for n in cfg.nodes} <= alive_ips and not restart:
-            return UpReport(True, nodes, time.perf_counter() - t0)
-        if nodes is not None and restart:
-            on_step("--restart: stopping the running cluster first")
-            down(cfg, runner)
+        if nodes is not None:
+            alive_ips = {n["ip"] for n in nodes if n["alive"]}
+            if restart:
+                on_step("--restart: stopping the running cluster first")
+                down(cfg, runner)
+            else:
+                to_start = [w for w in cfg.workers if w.ip not in alive_ips]
+                if not to_start:
+                    return UpReport(True, nodes, time.perf_counter() - t0)
+                on_step(f"the head is up; starting the missing worker(s): {', '.join(w.node_name for w in to_start)}")
+    head_needed = cfg.head in to_start
     if preflight:
         on_step("preflight: ssh, versions, ports, storage on every node")
-        report = check(cfg, runner)
+        report = check(cfg, runner, nodes=to_start, ports=head_needed)
         if not report.ok and not dry:
             raise ClusterError("preflight failed, nothing was started:\n  " + "\n  ".join(report.problems))
-    if cfg.auth.mode == "token":
-        token = "<token>" if dry else ensure_token(cfg)
-        results = parallel(lambda n: runner.run(n, plan.install_token(cfg), stdin=token + "\n", timeout=cfg.ssh.connect_timeout + 30), cfg.nodes)
-        failed = [r for r in results if not r.ok]
-        if failed:
-            raise ClusterError("could not install the auth token, nothing was started:\n  " + "\n  ".join(r.describe() for r in failed))
+    _install_token(cfg, runner, to_start)
     started: list[NodeConfig] = []
     try:
-        on_step(f"starting the head on {cfg.head.node_name}")
-        res = runner.run(cfg.head, plan.start_head(cfg), timeout=cfg.start_timeout_s)
-        if not res.ok:
-            raise ClusterError(f"the head failed to start: {res.describe()}")
-        started.append(cfg.head)
-        if cfg.workers:
-            on_step(f"starting {len(cfg.workers)} worker(s) in parallel")
-        results = parallel(lambda n: runner.run(n, plan.start_worker(cfg, n), timeout=cfg.start_timeout_s), cfg.workers)
-        started += [n for n, r in zip(cfg.workers, results) if r.ok]
+        if head_needed:
+            on_step(f"starting the head on {cfg.head.node_name}")
+            res = runner.run(cfg.head, plan.start_head(cfg), timeout=cfg.start_timeout_s)
+            if not res.ok:
+                raise ClusterError(f"the head failed to start: {res.describe()}")
+            started.append(cfg.head)
+        workers = [n for n in to_start if n is not cfg.head]
+        if workers:
+            on_step(f"starting {len(workers)} worker(s) in parallel")
+        results = parallel(lambda n: runner.run(n, plan.start_worker(cfg, n), timeout=cfg.start_timeout_s), workers)
+        started += [n for n, r in zip(workers, results) if r.ok]
         failed = [r for r in results if not r.ok]
         if failed:
             raise ClusterError("worker(s) failed to start:\n  " + "\n  ".join(r.describe() for r in failed))
         if dry:
             return UpReport(False, [], time.perf_counter() - t0, list(runner.commands))
-        deadline = time.monotonic() + cfg.start_timeout_s
-        nodes = None
-        while time.monotonic() < deadline:
-            nodes = _alive(cfg, runner)
-            alive = {n["ip"] for n in nodes or [] if n["alive"]}
-            if {n.ip for n in cfg.nodes} <= alive:
-                return UpReport(False, nodes, time.perf_counter() - t0)
-            time.sleep(0.5)
-        missing = sorted({n.node_name for n in cfg.nodes} - {n.node_name for n in cfg.nodes if n.ip in {x["ip"] for x in nodes or [] if x["alive"]}})
-        raise ClusterError(f"timed out after {cfg.start_timeout_s:g} s waiting for {', '.join(missing)} to join")
+        return UpReport(False, _wait_alive(cfg, runner), time.perf_counter() - t0)
     except BaseException:
         if started and not dry:
             on_step("failed: stopping what was started")
@@ -235,8 +257,30 @@ def exec_(cfg: ClusterConfig, runner: Runner, command: str, nodes: list[NodeConf
     return parallel(lambda n: runner.run(n, command), nodes)
 
 
+def is_local_address(ip: str) -> bool:
+    """Whether `ip` belongs to this machine (binding to an address works only where it is configured)."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((ip, 0))
+        return True
+    except OSError:
+        return False
+
+
 def driver_env(cfg: ClusterConfig) -> dict[str, str]:
-    """What a driver on this machine needs to join the cluster: address, auth mode, token path."""
+    """What a driver on this machine needs to join the cluster: address, auth mode, token path.
+
+    A Ray driver runs on a node of the cluster (it talks to its local raylet), so this machine must be
+    one of the cluster's nodes (usually the head).
+    """
+    if not any(n.host in ("localhost", "127.0.0.1") or is_local_address(n.ip) for n in cfg.nodes):
+        raise ClusterError(
+            f"this machine is not a node of cluster {cfg.name} ({', '.join(n.ip for n in cfg.nodes)}), and a Ray "
+            f"driver must run on one: run the command on the head, e.g. `ssh {cfg.head.host} raytrain ...`, "
+            f"or through `raytrain cluster exec {cfg.name}.yaml --node {cfg.head.node_name} -- raytrain ...`"
+        )
     env = {"RAY_ADDRESS": cfg.address, "RAY_AUTH_MODE": cfg.auth.mode}
     if cfg.auth.mode == "token":
         path = local_token_path(cfg)

@@ -1,0 +1,163 @@
+"""`raytrain cluster` on real hosts: a head and two workers as namespaced hosts with their own sshd.
+
+Every Ray process here is started by `ray start` (token auth set explicitly on every node and driver).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .hostlab import HostLab, can_create_namespaces
+
+pytestmark = [pytest.mark.integration, pytest.mark.multihost]
+
+WHY_NOT = can_create_namespaces()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if WHY_NOT:
+        pytest.skip(f"cannot create namespaced hosts on this machine: {WHY_NOT}")
+    lab = HostLab(tmp_path_factory.mktemp("hostlab"))
+    lab.up()
+    try:
+        yield lab
+    finally:
+        lab.down()
+
+
+def cluster_file(lab: HostLab, tmp_path: Path, name: str, **extra) -> Path:
+    ip = lab.ip
+    shared = lab.root / "shared"
+    shared.mkdir(exist_ok=True)
+    workers = extra.pop("workers", None) or (
+        f"  - {{host: {ip['w1']}, name: w1, num_cpus: 1, object_store_memory: 134217728, resources: {{w1: 1}}}}\n"
+        f"  - {{host: {ip['w2']}, name: w2, num_cpus: 2, object_store_memory: 134217728, resources: {{w2: 1}}}}\n"
+    )
+    text = (
+        f"name: {name}\n"
+        f"head: {{host: {ip['head']}, name: head, port: 6333, num_cpus: 1, object_store_memory: 134217728, dashboard: {{enabled: false}}}}\n"
+        f"workers:\n{workers}"
+        f"ssh: {{config_file: {lab.ssh_config}, connect_timeout: {extra.pop('connect_timeout', 5)}}}\n"
+        f"python: {sys.executable}\n"
+        f"storage: {{path: {extra.pop('storage', shared)}}}\n"
+        f"start_timeout_s: 60\n"
+    )
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def raytrain(*args, timeout=300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def ray_processes(lab: HostLab) -> dict[str, list[str]]:
+    return {h: lab.processes(h, "raylet|gcs_server") for h in lab.names}
+
+
+def test_up_status_train_down(lab, tmp_path):
+    path = cluster_file(lab, tmp_path, "lab3")
+    try:
+        up = raytrain("cluster", "up", str(path))
+        assert up.returncode == 0, up.stderr[-3000:]
+        st = json.loads(raytrain("cluster", "status", str(path), "--json").stdout)
+        assert [(n["name"], n["state"], n["resources"].get("CPU")) for n in st["nodes"]] == [
+            ("head", "alive", 1.0), ("w1", "alive", 1.0), ("w2", "alive", 2.0)
+        ]
+        token = Path(os.path.expanduser("~/.raytrain/clusters/lab3/auth_token"))
+        assert token.stat().st_mode & 0o777 == 0o600
+        assert token.read_text().strip() not in up.stdout + up.stderr  # never in output
+        again = raytrain("cluster", "up", str(path))
+        assert again.returncode == 0 and "already up; nothing changed" in again.stderr
+
+        # A PPO driver on this machine joins with --cluster; its env runners land on the workers.
+        train_cfg = tmp_path / "ppo.yaml"
+        train_cfg.write_text(
+            f"experiment: {{name: lab, storage_path: {lab.root / 'shared' / 'runs'}, checkpoint_frequency: 0, checkpoint_at_end: false}}\n"
+            "environment: {env: CartPole-v1}\n"
+            "env_runners: {num_env_runners: 2, custom_resources_per_env_runner: {w2: 0.5}}\n"
+            "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\n"
+            "resources: {num_cpus_for_main_process: 0}\n"
+            "stop: {training_iteration: 1}\n"
+        )
+        # Not a node of the cluster: a clear error, not Ray's crash on a missing raylet socket.
+        here = raytrain("train", str(train_cfg), "--cluster", str(path))
+        assert here.returncode == 1 and "not a node of cluster lab3" in here.stderr
+        clean_env = "env " + " ".join(f"-u {k}" for k in os.environ if k.startswith("RAY_"))
+        train = lab.on("head", f"{clean_env} {sys.executable} -m raytrain train {train_cfg} --cluster {path}", timeout=300)
+        assert train.returncode == 0, train.stderr[-4000:]
+        run = Path(train.stdout.strip().splitlines()[-1])
+        row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+        assert row["fault_tolerance/num_healthy_workers"] == 2
+        assert row["node_ip"] == lab.ip["head"]  # the driver and its learner ran on the head
+        # Env runners need a `w2` resource that only w2 has: both ran there.
+        assert row["env_runners/num_env_steps_sampled"] >= 200
+
+        ex = raytrain("cluster", "exec", str(path), "--node", "w1", "--", "hostname")
+        assert ex.returncode == 0 and "[w1] w1" in ex.stdout and "[head]" not in ex.stdout
+
+        # A worker host loses power: status shows it dead; `up` again brings it back.
+        lab.host_down("w1")
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            st = json.loads(raytrain("cluster", "status", str(path), "--json").stdout)
+            if st["nodes"][1]["state"] == "dead":
+                break
+            time.sleep(2)
+        assert st["nodes"][1]["state"] == "dead"
+        lab.host_up("w1")
+        back = raytrain("cluster", "up", str(path))
+        assert back.returncode == 0, back.stderr[-3000:]
+        st = json.loads(raytrain("cluster", "status", str(path), "--json").stdout)
+        assert [n["state"] for n in st["nodes"]] == ["alive", "alive", "alive"]
+    finally:
+        down = raytrain("cluster", "down", str(path), "-y")
+    assert down.returncode == 0, down.stderr[-3000:]
+    assert ray_processes(lab) == {h: [] for h in lab.names}
+
+
+def test_storage_not_shared_fails_check_naming_the_node(lab, tmp_path):
+    shared = lab.root / "shared"
+    private = lab.root / "private_w2"
+    private.mkdir(exist_ok=True)
+    assert lab.on("w2", f"mount --bind {private} {shared}").returncode == 0
+    try:
+        path = cluster_file(lab, tmp_path, "labnfs")
+        check = raytrain("cluster", "check", str(path))
+        assert check.returncode == 1
+        assert "is not the same shared directory on w2" in check.stderr
+        up = raytrain("cluster", "up", str(path))
+        assert up.returncode == 1 and "nothing was started" in up.stderr
+        assert ray_processes(lab) == {h: [] for h in lab.names}
+    finally:
+        lab.on("w2", f"umount {shared}")
+
+
+def test_unreachable_host_fails_within_the_connect_timeout(lab, tmp_path):
+    workers = f"  - {{host: {lab.net}.99, name: ghost, num_cpus: 1}}\n"
+    path = cluster_file(lab, tmp_path, "labghost", workers=workers, connect_timeout=3)
+    t0 = time.time()
+    check = raytrain("cluster", "check", str(path))
+    assert time.time() - t0 < 30
+    assert check.returncode == 1
+    assert "ghost" in check.stderr and "ssh" in check.stderr and "exited 255" in check.stderr
+
+
+def test_failed_worker_start_leaves_nothing_running(lab, tmp_path):
+    # w2 asks for a resource spec Ray rejects: the head and w1 start, w2 fails, everything is stopped.
+    workers = (
+        f"  - {{host: {lab.ip['w1']}, name: w1, num_cpus: 1, object_store_memory: 134217728}}\n"
+        f"  - {{host: {lab.ip['w2']}, name: w2, num_cpus: 1, object_store_memory: 1000}}\n"
+    )
+    path = cluster_file(lab, tmp_path, "labfail", workers=workers)
+    up = raytrain("cluster", "up", str(path))
+    assert up.returncode == 1
+    assert "w2:" in up.stderr and "ray start --address" in up.stderr and "exited" in up.stderr
+    assert ray_processes(lab) == {h: [] for h in lab.names}
