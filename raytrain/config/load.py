@@ -59,6 +59,8 @@ def _model_at(model: type, loc: list[str]) -> type | None:
     from pydantic import BaseModel
 
     for part in loc:
+        if part.isdigit():  # an index into a list of models: stay on the element model
+            continue
         fields = model.model_fields
         field = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
         if field is None:
