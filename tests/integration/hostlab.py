@@ -217,3 +217,22 @@ class HostLab:
         for h in list(self.names):
             self.host_down(h)
         self._net_down()
+
+
+def venv_with_ray(version: str) -> Path:
+    """A virtualenv whose Ray is `version` (other packages from this Python), cached across runs."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "raytrain-tests" / f"venv-ray-{version}"
+    python = cache / "bin" / "python"
+    probe = _run([str(python), "-c", "import ray; print(ray.__version__)"], check=False) if python.exists() else None
+    if probe is None or probe.stdout.strip() != version:
+        shutil.rmtree(cache, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", "--system-site-packages", str(cache)])
+        _run([str(python), "-m", "pip", "install", "-q", "--no-deps", f"ray=={version}"], timeout=900)
+    return cache
+
+
+def plain_venv(path: Path) -> Path:
+    """A virtualenv that sees this Python's packages (so the same Ray)."""
+    if not (path / "bin" / "python").exists():
+        _run([sys.executable, "-m", "venv", "--system-site-packages", str(path)])
+    return path

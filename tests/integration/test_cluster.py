@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .hostlab import HostLab, can_create_namespaces
+from .hostlab import HostLab, can_create_namespaces, plain_venv, venv_with_ray
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
 
@@ -44,7 +44,7 @@ def cluster_file(lab: HostLab, tmp_path: Path, name: str, **extra) -> Path:
         f"head: {{host: {ip['head']}, name: head, port: 6333, num_cpus: 1, object_store_memory: 134217728, dashboard: {{enabled: false}}}}\n"
         f"workers:\n{workers}"
         f"ssh: {{config_file: {lab.ssh_config}, connect_timeout: {extra.pop('connect_timeout', 5)}}}\n"
-        f"python: {sys.executable}\n"
+        f"{extra.pop('python_line', f'python: {sys.executable}')}\n"
         f"storage: {{path: {extra.pop('storage', shared)}}}\n"
         f"start_timeout_s: 60\n"
     )
@@ -161,3 +161,21 @@ def test_failed_worker_start_leaves_nothing_running(lab, tmp_path):
     assert up.returncode == 1
     assert "w2:" in up.stderr and "ray start --address" in up.stderr and "exited" in up.stderr
     assert ray_processes(lab) == {h: [] for h in lab.names}
+
+
+def test_worker_with_another_ray_fails_check_and_up_naming_it(lab, tmp_path):
+    """w2's venv path holds another Ray 2.x release (bind-mounted on w2 only): check and up name w2."""
+    other = venv_with_ray("2.59.0")
+    venv = plain_venv(lab.root / "venv")
+    assert lab.on("w2", f"mount --bind {other} {venv}").returncode == 0
+    try:
+        path = cluster_file(lab, tmp_path, "labver", python_line=f"venv: {venv}")
+        check = raytrain("cluster", "check", str(path))
+        assert check.returncode == 1
+        assert "versions differ between nodes (w2)" in check.stderr
+        assert "w2: Python" in check.stderr and "Ray 2.59.0" in check.stderr and "install ray==2.60" in check.stderr
+        up = raytrain("cluster", "up", str(path))
+        assert up.returncode == 1 and "nothing was started" in up.stderr
+        assert ray_processes(lab) == {h: [] for h in lab.names}
+    finally:
+        lab.on("w2", f"umount {venv}")
