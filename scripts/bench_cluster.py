@@ -91,7 +91,7 @@ def main() -> None:
             downs.append(down_raytrain())
         m = statistics.median
         print()
-        print("| figure (median of %d) | seconds |" % args.repeats)
+        print(f"| figure (median of {args.repeats}) | seconds |")
         print("|---|---|")
         print(f"| `ray start` head, then 2 workers in parallel over ssh, until 3 nodes alive (floor) | {m(floor):.1f} |")
         print(f"| `raytrain cluster up` (preflight, token, head, workers, wait) | {m(ours):.1f} |")
