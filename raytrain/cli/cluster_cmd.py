@@ -166,13 +166,13 @@ def _print_status(cfg, st) -> None:
     from rich.table import Table
 
     table = Table(title=f"cluster {cfg.name} at {st.address}", title_justify="left")
-    for col in ("node", "role", "ip", "state", "CPU", "GPU"):
+    for col in ("node", "role", "ip", "state", "CPU", "GPU", "python", "ray"):
         table.add_column(col)
     for n in st.nodes:
         res = n["resources"]
-        table.add_row(n["name"], n["role"], n["ip"], n["state"], f"{res.get('CPU', '-')}", f"{res.get('GPU', '-')}")
+        table.add_row(n["name"], n["role"], n["ip"], n["state"], f"{res.get('CPU', '-')}", f"{res.get('GPU', '-')}", str(n.get("python", "")), str(n.get("ray", "")))
     for n in st.extra:
-        table.add_row(n.get("hostname") or "?", "(not in file)", n["ip"], "alive" if n["alive"] else "dead", f"{n['resources'].get('CPU', '-')}", "")
+        table.add_row(n.get("hostname") or "?", "(not in file)", n["ip"], "alive" if n["alive"] else "dead", f"{n['resources'].get('CPU', '-')}", "", "", "")
     out.print(table)
     out.print(f"dashboard: {st.dashboard_url}" + ("  (raytrain cluster dashboard FILE to reach it from here)" if cfg.head.dashboard.enabled and cfg.head.dashboard.host == "127.0.0.1" and cfg.head.host not in ("localhost", "127.0.0.1") else ""), markup=False)
     if cfg.auth.mode == "token":

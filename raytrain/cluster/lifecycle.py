@@ -230,21 +230,37 @@ class Status:
     address: str
 
 
+def _versions(cfg: ClusterConfig, runner: Runner) -> list[dict]:
+    results = parallel(lambda n: runner.run(n, plan.probe(cfg), timeout=cfg.ssh.connect_timeout + 20), cfg.nodes)
+    out = []
+    for res in results:
+        try:
+            out.append(json.loads(res.stdout.strip().splitlines()[-1]) if res.ok else {"error": "unreachable"})
+        except (ValueError, IndexError):
+            out.append({"error": "no answer"})
+    return out
+
+
 def status(cfg: ClusterConfig, runner: Runner) -> Status:
-    known = _alive(cfg, runner)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        versions = pool.submit(_versions, cfg, runner)
+        known = _alive(cfg, runner)
+        versions = versions.result()
     by_ip: dict[str, dict] = {}
     for n in known or []:
         # A node that rejoined has an alive and a dead entry: alive wins.
         if n["ip"] not in by_ip or n["alive"]:
             by_ip[n["ip"]] = n
     rows = []
-    for node in cfg.nodes:
+    for node, version in zip(cfg.nodes, versions):
         n = by_ip.get(node.ip)
         state = "alive" if n and n["alive"] else "dead" if n else "not joined"
         rows.append({
             "name": node.node_name, "host": node.host, "ip": node.ip, "role": "head" if node is cfg.head else "worker",
             "state": state if known is not None else "unknown (head unreachable or down)",
             "resources": (n or {}).get("resources", {}),
+            "python": version.get("python", version.get("error")),
+            "ray": version.get("ray", version.get("error")),
         })
     defined = {n.ip for n in cfg.nodes}
     extra = [n for n in by_ip.values() if n["ip"] not in defined]

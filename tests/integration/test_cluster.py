@@ -71,6 +71,7 @@ def test_up_status_train_down(lab, tmp_path):
         assert [(n["name"], n["state"], n["resources"].get("CPU")) for n in st["nodes"]] == [
             ("head", "alive", 1.0), ("w1", "alive", 1.0), ("w2", "alive", 2.0)
         ]
+        assert {(n["python"], n["ray"]) for n in st["nodes"]} == {(sys.version.split()[0], __import__("ray").__version__)}
         token = Path(os.path.expanduser("~/.raytrain/clusters/lab3/auth_token"))
         assert token.stat().st_mode & 0o777 == 0o600
         assert token.read_text().strip() not in up.stdout + up.stderr  # never in output
