@@ -30,3 +30,4 @@ reference: install
 bench: install
 	$(PYTHON) scripts/bench_train.py
 	$(PYTHON) scripts/bench_tune.py
+	$(PYTHON) scripts/bench_cluster.py
