@@ -13,8 +13,9 @@ from rich.console import Console
 
 from raytrain.errors import ConfigError, RaytrainError
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Piped or logged output keeps whole tables (rich would cut them to 80 columns).
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
 
 SetOption = Annotated[
     list[str] | None,

@@ -135,12 +135,12 @@ def _table(meta, trials) -> None:
 
     keys = sorted({k for t in trials for k in t.hyperparameters})
     table = Table(title=f"{meta['name']} ({meta['algorithm']}), ranked on {meta['metric']} ({meta['mode']})", title_justify="left")
-    for col in ("#", "trial", "status", "iter", "last", "best", "env steps", *keys):
-        table.add_column(col, justify="left" if col in ("trial", "status") else "right")
+    for col in ("#", "trial", "status", "iter", "last", "best", "env steps", *(k.rsplit(".", 1)[-1] for k in keys)):
+        table.add_column(col, justify="left" if col in ("trial", "status") else "right", no_wrap=True)
     for i, t in enumerate(trials, 1):
         fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
         table.add_row(
-            str(i), t.name, t.status, str(t.iteration), fmt(t.metric_last), fmt(t.metric_best),
+            str(i), t.trial_id, t.status, str(t.iteration), fmt(t.metric_last), fmt(t.metric_best),
             f"{int(t.env_steps):,}" if t.env_steps else "-",
             *[f"{v:.3g}" if isinstance(v, float) else str(v) for v in (t.hyperparameters.get(k) for k in keys)],
         )

@@ -205,7 +205,9 @@ def plot(exp_dir: str | Path) -> list[Path]:
 
     if meta.get("algorithm") in ("pbt", "pb2") and trials:
         lineage = pbt_lineage(exp_dir, trials[0])
-        keys = sorted({k for _, cfg in lineage for k in cfg})
+        kwargs = (meta.get("plan", {}).get("scheduler") or {}).get("kwargs", {})
+        mutated = set(kwargs.get("hyperparam_mutations") or kwargs.get("hyperparam_bounds") or {})
+        keys = sorted({k for _, cfg in lineage for k in cfg if not mutated or k in mutated})
         numeric = [k for k in keys if all(isinstance(cfg.get(k), (int, float)) for _, cfg in lineage if k in cfg)]
         if numeric:
             fig, axes = plt.subplots(len(numeric), 1, figsize=(9, 2.6 * len(numeric)), squeeze=False)

@@ -45,8 +45,8 @@ class LiveTable(Callback):
         self._last_print = time.monotonic()
         keys = sorted({k for t in trials for k in t.config.get(TRIAL_KEY, {}).get("overrides", {})})
         table = Table(title=f"trials ({time.strftime('%H:%M:%S')})", title_justify="left")
-        for col in ("trial", "status", "iter", self.metric.rsplit("/", 1)[-1], "env steps", *keys):
-            table.add_column(col, justify="left" if col in ("trial", "status") else "right")
+        for col in ("trial", "status", "iter", self.metric.rsplit("/", 1)[-1], "env steps", *(k.rsplit(".", 1)[-1] for k in keys)):
+            table.add_column(col, justify="left" if col in ("trial", "status") else "right", no_wrap=True)
         for t in trials:
             r = self._latest.get(t.trial_id, {})
             value = _dig(r, self.metric)
@@ -59,7 +59,7 @@ class LiveTable(Callback):
                 f"{int(r.get('num_env_steps_sampled_lifetime', 0)):,}" if r else "",
                 *[_short(overrides.get(k)) for k in keys],
             )
-        Console(stderr=True).print(table)
+        Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(table)
 
     def __getstate__(self):
         return {"metric": self.metric, "every_s": self.every_s, "_last_print": 0.0, "_latest": {}}
