@@ -228,9 +228,9 @@ def run_raytrain(config: Path, storage: Path, overrides: list[str], timeout: flo
     if run_dir is None and res["out"]:  # the CLI also prints the run folder as its last stdout line
         run_dir = Path(res["out"][-1][1].strip())
     if run_dir is None or not (run_dir / "metrics.jsonl").is_file():
-        tail = "\n".join(l for _, l in res["err"][-15:])
+        tail = "\n".join(text for _, text in res["err"][-15:])
         raise SystemExit(f"raytrain run failed (rc {res['rc']}): {' '.join(cmd)}\n{tail}")
-    rows = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    rows = [json.loads(row) for row in (run_dir / "metrics.jsonl").read_text().splitlines() if row.strip()]
     line_time = {}
     for t, line in res["err"]:
         m = ITER_LINE.match(line)
@@ -247,9 +247,9 @@ def run_raytrain(config: Path, storage: Path, overrides: list[str], timeout: flo
 
 def run_rllib(hp: dict, script: Path, timeout: float) -> dict:
     res = run_timed([sys.executable, str(script), json.dumps(hp)], timeout)
-    rows = [json.loads(l.removeprefix("BENCH_ITER ")) for _, l in res["out"] if l.startswith("BENCH_ITER ")]
+    rows = [json.loads(text.removeprefix("BENCH_ITER ")) for _, text in res["out"] if text.startswith("BENCH_ITER ")]
     if res["rc"] != 0 or len(rows) < 2:
-        tail = "\n".join(l for _, l in res["err"][-15:])
+        tail = "\n".join(text for _, text in res["err"][-15:])
         raise SystemExit(f"plain-RLlib run failed (rc {res['rc']})\n{tail}")
     res["rows"] = rows
     return res
@@ -271,7 +271,8 @@ def startup_s(res: dict) -> float:
 def fmt_table(header: list[str], rows: list[list], title: str) -> str:
     cells = [[str(c) for c in r] for r in [header] + rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    def line(r):
+        return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
     sep = "-" * (sum(widths) + 2 * (len(widths) - 1))
     return "\n".join([title, sep, line(cells[0]), sep] + [line(r) for r in cells[1:]] + [sep])
 
@@ -357,7 +358,8 @@ def main() -> None:
                     solve.append(None)
                 else:
                     t = hit["wall"] - res["start"]
-                    solve.append(t); steps.append(hit[STEPS])
+                    solve.append(t)
+                    steps.append(hit[STEPS])
                     rows.append([seed, f(t, ".1f") + ("" if hit["wall_source"] == "line" else " (ts)"),
                                  f(hit[STEPS]), int(hit["training_iteration"]), f(start, ".1f"), f(sps),
                                  f(res["end"] - res["start"], ".1f"), f(res["load"], ".1f")])
