@@ -138,14 +138,16 @@ def test_metrics_list_matches_a_live_result(ray_session, tmp_path):
     assert "env_runners/raytrain_episode_returns" not in result  # our raw list never leaks into results
 
 
-def test_ctrl_c_saves_a_checkpoint(tmp_path):
-    """A real `raytrain train` process (its own local Ray) interrupted with SIGINT."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_saves_a_checkpoint(tmp_path, signum):
+    """A real `raytrain train` process (its own local Ray) interrupted with SIGINT (Ctrl-C) or SIGTERM."""
     storage = tmp_path / "results"
     path = tmp_path / "long.yaml"
     path.write_text(SMALL.format(storage=storage).replace("stop: {training_iteration: 2}", "stop: {training_iteration: 100000}").replace("checkpoint_frequency: 2", "checkpoint_frequency: 0"))
+    # SIGINT ignored, as in a process a non-interactive shell starts in the background: raytrain must still stop.
     proc = subprocess.Popen(
         [sys.executable, "-m", "raytrain", "train", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "RAY_ADDRESS": ""},
+        env={**os.environ, "RAY_ADDRESS": ""}, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         deadline = time.time() + 180
@@ -157,7 +159,7 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path):
                 break
             time.sleep(0.5)
         assert metrics is not None, "training did not start"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
