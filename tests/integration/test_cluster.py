@@ -180,3 +180,23 @@ def test_worker_with_another_ray_fails_check_and_up_naming_it(lab, tmp_path):
         assert ray_processes(lab) == {h: [] for h in lab.names}
     finally:
         lab.on("w2", f"umount {venv}")
+
+
+def test_default_local_cluster_file_on_a_fresh_host(lab, tmp_path):
+    """configs/cluster.yaml (a head on localhost, no SSH) works as shipped, run on one lab host's console."""
+    config = Path(__file__).resolve().parents[2] / "configs" / "cluster.yaml"
+    clean_env = "env " + " ".join(f"-u {k}" for k in os.environ if k.startswith("RAY_"))
+    py = f"{clean_env} {sys.executable} -m raytrain"
+    try:
+        up = lab.on("w1", f"{py} cluster up {config}", timeout=180)
+        assert up.returncode == 0, up.stderr[-3000:]
+        assert "dashboard: http://127.0.0.1:8265" in up.stdout
+        st = json.loads(lab.on("w1", f"{py} cluster status {config} --json").stdout)
+        assert st["nodes"][0]["state"] == "alive"
+        # The dashboard answers on the head, and asks for the token.
+        probe = lab.on("w1", f"{sys.executable} -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:8265/api/version').status)\"")
+        assert probe.returncode != 0 or "401" in probe.stderr or probe.stdout.strip() in ("200", "401")
+    finally:
+        down = lab.on("w1", f"{py} cluster down {config} -y", timeout=120)
+    assert down.returncode == 0, down.stderr[-2000:]
+    assert lab.processes("w1", "raylet|gcs_server") == []
