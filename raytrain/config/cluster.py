@@ -8,6 +8,21 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
+def this_machine_ip() -> str:
+    """The address Ray would pick for a node on this machine (the one that routes outward)."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # no packet is sent; this only picks a route
+            return s.getsockname()[0]
+    except OSError:
+        try:
+            return socket.gethostbyname(socket.gethostname())
+        except OSError:
+            return "127.0.0.1"
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -29,7 +44,7 @@ class NodeConfig(_Section):
     host: str
     """SSH target (a name from ~/.ssh/config, a hostname or an address), or `localhost` to run here without SSH."""
     address: str | None = None
-    """The node's IP address for Ray (`--node-ip-address`); default: `host`."""
+    """The node's IP address for Ray (`--node-ip-address`); default: `host` (for `localhost`, this machine's address)."""
     name: str | None = None
     """A short name for messages and `--node` (default: host)."""
     num_cpus: float | None = Field(None, ge=0)
@@ -49,7 +64,11 @@ class NodeConfig(_Section):
 
     @property
     def ip(self) -> str:
-        return self.address or self.host
+        if self.address:
+            return self.address
+        if self.host in ("localhost", "127.0.0.1"):
+            return this_machine_ip()
+        return self.host
 
 
 class HeadConfig(NodeConfig):

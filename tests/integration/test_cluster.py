@@ -193,9 +193,11 @@ def test_default_local_cluster_file_on_a_fresh_host(lab, tmp_path):
         assert "dashboard: http://127.0.0.1:8265" in up.stdout
         st = json.loads(lab.on("w1", f"{py} cluster status {config} --json").stdout)
         assert st["nodes"][0]["state"] == "alive"
-        # The dashboard answers on the head, and asks for the token.
-        probe = lab.on("w1", f"{sys.executable} -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:8265/api/version').status)\"")
-        assert probe.returncode != 0 or "401" in probe.stderr or probe.stdout.strip() in ("200", "401")
+        assert st["nodes"][0]["ip"] == lab.ip["w1"]
+        # The dashboard listens on 127.0.0.1 only.
+        probe = "import urllib.request as u, sys; print(u.urlopen(sys.argv[1], timeout=10).status)"
+        assert lab.on("w1", f"{sys.executable} -c '{probe}' http://127.0.0.1:8265/").stdout.strip() == "200"
+        assert lab.on("w1", f"{sys.executable} -c '{probe}' http://{lab.ip['w1']}:8265/").returncode != 0
     finally:
         down = lab.on("w1", f"{py} cluster down {config} -y", timeout=120)
     assert down.returncode == 0, down.stderr[-2000:]
