@@ -12,7 +12,7 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
     "$PY" -m pip install -q "torch==2.13.0"
 fi
 
-installed_at=$("$PY" - <<'PY' 2>/dev/null || true
+installed_at=$("$PY" -I - <<'PY' 2>/dev/null || true
 import importlib.util, pathlib
 spec = importlib.util.find_spec("raytrain")
 ok = all(importlib.util.find_spec(m) for m in ("ray", "gymnasium", "optuna", "typer", "pytest", "pytest_timeout"))

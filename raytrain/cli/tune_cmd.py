@@ -60,7 +60,8 @@ def run(
     if name:
         overrides.append(f"name={name}")
     loaded = load_sweep(file, overrides)
-    say(loaded.notices + loaded.warnings)
+    moved = loaded.take_free_name()
+    say(loaded.notices + loaded.warnings + ([moved] if moved else []))
     plan_ = plan(loaded)
     if dry_run:
         shown = json.loads(json.dumps(plan_, default=str))

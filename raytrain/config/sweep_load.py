@@ -43,6 +43,26 @@ class LoadedSweep:
     def experiment_dir(self) -> Path:
         return Path(self.sweep.checkpoint.storage_path) / self.name
 
+    def take_free_name(self) -> str | None:
+        """If the experiment folder already holds an experiment, move this sweep to `<name>_2`, `_3`, ...
+
+        Returns a notice when the name changed. Nothing in the existing folder is touched.
+        """
+        def used(path: Path) -> bool:
+            return path.exists() and any(path.iterdir())
+
+        if not used(self.experiment_dir):
+            return None
+        old, base = self.experiment_dir, self.name
+        i = 2
+        while used(Path(self.sweep.checkpoint.storage_path) / f"{base}_{i}"):
+            i += 1
+        self.sweep.name = f"{base}_{i}"
+        return (
+            f"notice: {old} already holds an experiment (continue it with `raytrain tune resume {old}`); "
+            f"this sweep goes to {self.experiment_dir}"
+        )
+
     def hyperparameters(self) -> list[str]:
         """Every dotted key the sweep varies."""
         keys = list(self.sweep.space)

@@ -109,7 +109,7 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
     from raytrain.tune.storage import check_shared_storage
 
     exp_dir = loaded.experiment_dir
-    if any(exp_dir.glob("experiment_state-*.json")):
+    if any(exp_dir.glob("experiment_state-*.json")):  # LoadedSweep.take_free_name() avoids this
         raise SweepError(
             f"{exp_dir} already holds an experiment; continue it with `raytrain tune resume {exp_dir}` "
             "or start a new one with --name NEW_NAME (nothing was changed)"

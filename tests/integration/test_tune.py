@@ -160,14 +160,16 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path):
     assert [t["status"] for t in data["trials"]] == ["TERMINATED", "TERMINATED"]
 
 
-def test_new_sweep_refuses_an_existing_experiment(ray_session, workdir, tmp_path):
+def test_a_second_run_never_touches_the_first_experiment(ray_session, workdir, tmp_path):
     path = workdir("name: twice\nsearch: {num_samples: 1}\n", stop=1)
     assert invoke(["tune", str(path)]).exit_code == 0
-    before = sorted(p.name for p in (tmp_path / "results" / "twice").iterdir())
+    first = tmp_path / "results" / "twice"
+    before = {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}
     again = invoke(["tune", str(path)])
-    assert again.exit_code == 1
-    assert "raytrain tune resume" in again.output
-    assert sorted(p.name for p in (tmp_path / "results" / "twice").iterdir()) == before
+    assert again.exit_code == 0, again.output
+    assert f"{first} already holds an experiment" in again.output and "raytrain tune resume" in again.output
+    assert (tmp_path / "results" / "twice_2" / "best.yaml").is_file()
+    assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
 
 
 def test_reuse_actors_rebuilds_the_algorithm_in_place(ray_session, workdir, tmp_path):
