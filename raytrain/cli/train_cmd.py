@@ -109,12 +109,23 @@ def _train(file, overrides, address, dry_run, resume) -> None:
     from raytrain.rllib.translate import build_ppo_config
     from raytrain.training import Trainer, check_resources, connect_ray
 
-    try:
-        build_ppo_config(cfg).validate()
-    except Exception as exc:  # RLlib's own checks, before anything starts or is written
-        raise ConfigError([ConfigIssue(str(file or resume), "", f"RLlib rejects the config: {exc}")]) from None
+    # RLlib's own checks, before anything is written. Importing RLlib and torch for them takes seconds, and
+    # so does starting a local Ray: do both at once (the checks need no Ray), then fail before the run folder.
+    from concurrent.futures import ThreadPoolExecutor
 
-    where = connect_ray(address)
+    def rllib_check() -> str | None:
+        try:
+            build_ppo_config(cfg).validate()
+        except Exception as exc:
+            return str(exc)
+        return None
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        rejected = pool.submit(rllib_check)
+        where = connect_ray(address)
+        problem = rejected.result()
+    if problem:
+        raise ConfigError([ConfigIssue(str(file or resume), "", f"RLlib rejects the config: {problem}")])
     check_resources(cfg)
     if folder is None:
         folder = RunFolder.create(cfg.experiment.storage_path, cfg.experiment.name)
