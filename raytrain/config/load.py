@@ -247,6 +247,15 @@ def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue
             "with a shared encoder the value loss competes with the policy loss; set training.vf_loss_coeff "
             "(e.g. 0.01 to 0.5) rather than RLlib's 1.0",
         )
+    main_cpus = cfg.resources.num_cpus_for_main_process
+    if main_cpus is not None and not cfg.learners.num_learners and cfg.learners.num_cpus_per_learner in (None, "auto"):
+        if main_cpus < 1 and not cfg.learners.num_gpus_per_learner:
+            warn(
+                ("resources", "num_cpus_for_main_process"),
+                f"{main_cpus:g} has no effect on its own: with no remote learners the main process also hosts the "
+                "learner, and RLlib reserves max(num_cpus_per_learner, num_cpus_for_main_process) = 1 CPU "
+                f"(num_cpus_per_learner 'auto' means 1); set learners.num_cpus_per_learner: {main_cpus:g} too",
+            )
     e = cfg.experiment
     if e.num_to_keep is not None and e.checkpoint_frequency == 0 and not e.checkpoint_at_end:
         warn(("experiment", "num_to_keep"), "no checkpoint will ever be written (frequency 0, at_end false)")

@@ -141,3 +141,12 @@ def test_not_a_mapping(write_yaml):
 def test_missing_file(tmp_path):
     (msg,) = errors_of(tmp_path / "nope.yaml")
     assert "no such file" in msg
+
+
+def test_main_process_cpus_alone_warns_that_rllib_ignores_them(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\nresources:\n  num_cpus_for_main_process: 0.5\n")
+    (warning,) = load_config(path).warnings
+    assert warning.startswith(f"warning: {path}:3: resources.num_cpus_for_main_process: 0.5 has no effect")
+    assert "learners.num_cpus_per_learner: 0.5" in warning
+    fixed = write_yaml("environment: {env: CartPole-v1}\nresources: {num_cpus_for_main_process: 0.5}\nlearners: {num_cpus_per_learner: 0.5}\n", "ok.yaml")
+    assert not load_config(fixed).warnings
