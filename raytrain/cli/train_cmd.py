@@ -105,13 +105,14 @@ def _train(file, overrides, address, dry_run, resume) -> None:
             out.print(f"# resuming from: {checkpoint}", markup=False)
         return
 
+    from concurrent.futures import ThreadPoolExecutor
+
     from raytrain.errors import ConfigError, ConfigIssue
     from raytrain.rllib.translate import build_ppo_config
     from raytrain.training import Trainer, check_resources, connect_ray
 
     # RLlib's own checks, before anything is written. Importing RLlib and torch for them takes seconds, and
     # so does starting a local Ray: do both at once (the checks need no Ray), then fail before the run folder.
-    from concurrent.futures import ThreadPoolExecutor
 
     def rllib_check() -> str | None:
         try:
