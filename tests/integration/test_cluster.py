@@ -202,3 +202,29 @@ def test_default_local_cluster_file_on_a_fresh_host(lab, tmp_path):
         down = lab.on("w1", f"{py} cluster down {config} -y", timeout=120)
     assert down.returncode == 0, down.stderr[-2000:]
     assert lab.processes("w1", "raylet|gcs_server") == []
+
+
+def test_tune_refuses_storage_that_a_node_does_not_share(lab, tmp_path):
+    """`raytrain tune --cluster` checks the checkpoint path on every alive node before starting."""
+    path = cluster_file(lab, tmp_path, "labtune")
+    shared = lab.root / "shared"
+    private = lab.root / "private_w1"
+    private.mkdir(exist_ok=True)
+    (tmp_path / "base.yaml").write_text(
+        "environment: {env: CartPole-v1}\ntraining: {train_batch_size: 200, minibatch_size: 100}\nstop: {training_iteration: 1}\n"
+    )
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"name: shared_check\nbase: base.yaml\ncheckpoint: {{storage_path: {shared / 'sweeps'}}}\n")
+    clean_env = "env " + " ".join(f"-u {k}" for k in os.environ if k.startswith("RAY_"))
+    try:
+        up = raytrain("cluster", "up", str(path))
+        assert up.returncode == 0, up.stderr[-3000:]
+        assert lab.on("w1", f"mount --bind {private} {shared}").returncode == 0
+        tune = lab.on("head", f"{clean_env} {sys.executable} -m raytrain tune {sweep} --cluster {path}", timeout=300)
+        assert tune.returncode == 1, tune.stdout[-2000:] + tune.stderr[-2000:]
+        assert "is not the same shared directory on every node" in tune.stderr
+        assert lab.ip["w1"] in tune.stderr and lab.ip["w2"] not in tune.stderr.split("do not see")[1]
+        assert not (shared / "sweeps" / "shared_check").exists() or not any((shared / "sweeps" / "shared_check").glob("experiment_state*"))
+    finally:
+        lab.on("w1", f"umount {shared}")
+        raytrain("cluster", "down", str(path), "-y")
