@@ -101,9 +101,19 @@ def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
     return exp_dir
 
 
+# Tune saves its experiment state (which checkpoint each trial has) every 10 s or more by default; a
+# driver killed in between resumes trials from older checkpoints, or from scratch early in a run. Save it
+# every 2 s unless the user chose otherwise.
+EXPERIMENT_STATE_PERIOD_S = "2"
+
+
 def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: float = 15.0) -> Path:
     """Start a new sweep (Ray must be connected). Returns the experiment folder."""
+    import os
+
     import ray
+
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", EXPERIMENT_STATE_PERIOD_S)
 
     from raytrain.tune.build import build
     from raytrain.tune.storage import check_shared_storage
@@ -125,11 +135,14 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
 
 def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
     """Continue an interrupted sweep from its checkpoints (Ray must be connected)."""
+    import os
+
     from ray import tune
 
     from raytrain.tune.results import read_meta
     from raytrain.tune.trainable import RaytrainPPO
 
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", EXPERIMENT_STATE_PERIOD_S)
     exp_dir = Path(exp_dir).expanduser().resolve()
     read_meta(exp_dir)
     if not tune.Tuner.can_restore(str(exp_dir)):
