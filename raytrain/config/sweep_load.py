@@ -211,7 +211,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> LoadedSw
             import GPy  # noqa: F401
             import sklearn  # noqa: F401
         except ImportError:
-            issue(("search", "algorithm"), "pb2 needs the GPy and scikit-learn packages: pip install GPy scikit-learn (or use pbt)")
+            issue(("search", "algorithm"), "pb2 needs the GPy and scikit-learn packages: pip install 'raytrain[pb2]' (or use pbt)")
     if algo in ("pbt", "pb2") and sweep.checkpoint.num_to_keep is not None and sweep.checkpoint.num_to_keep < 3:
         issue(
             ("checkpoint", "num_to_keep"),

@@ -218,3 +218,23 @@ def test_shared_storage_check_reads_the_marker_on_every_node(ray_session, tmp_pa
     checked = check_shared_storage(str(tmp_path / "shared"))
     assert len(checked) == len([n for n in ray_session.nodes() if n["Alive"]])
     assert not list((tmp_path / "shared").iterdir()), "the marker must be removed"
+
+
+def test_pb2_sweep_explores_within_bounds(ray_session, workdir, tmp_path):
+    path = workdir(
+        "name: pb2\nsearch: {algorithm: pb2, num_samples: 2, seed: 0}\n"
+        "pb2: {perturbation_interval: 2, quantile_fraction: 0.5, hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n",
+        stop=6,
+    )
+    result = invoke(["tune", str(path)])
+    assert result.exit_code == 0, result.output
+    exp = tmp_path / "results" / "pb2"
+    for result_json in exp.glob("*/result.json"):
+        trial_rows = rows(result_json.parent)
+        assert trial_rows[-1]["training_iteration"] == 6
+        for r in trial_rows:
+            lr = r["config"]["raytrain"]["overrides"]["training.lr"]
+            assert 0.0001 <= lr <= 0.01
+            assert r["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(lr)
+    assert (exp / "best.yaml").is_file()
+    assert list(exp.glob("pbt_policy_*.txt")), "PB2 never exploited and explored"

@@ -154,7 +154,6 @@ def test_embedded_train_config(tmp_path):
         ("search: {algorithm: pbt}\npbt: {hyperparam_mutations: {training.num_sgd_iter: [2]}}\n", "search over training.num_epochs instead"),
         ("search: {algorithm: pbt}\npbt: {}\n", "PBT needs pbt.hyperparam_mutations"),
         ("search: {algorithm: pbt}\npbt: {hyperparam_mutations: {training.lr: [0.001]}}\ncheckpoint: {num_to_keep: 2}\n", "too few for PBT"),
-        ("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n", "pip install GPy scikit-learn"),
         ("search: {algorithm: random}\nasha: {max_t: 3}\n", "search.algorithm is random"),
         ("search: {algorithm: optuna}\nspace: {training.lr: {distribution: grid, values: [0.1, 0.2]}}\n", "Optuna cannot sample a grid"),
         ("search: {algorithm: grid}\nspace: {training.lr: {distribution: uniform, low: 0.1, high: 0.2}}\n", "needs every space entry to be `distribution: grid`"),
@@ -182,3 +181,20 @@ def test_unwritable_storage_path(tmp_path):
 def test_errors_name_the_line(sweep_file):
     path = sweep_file("search: {algorithm: pbt}\npbt:\n  hyperparam_mutations:\n    training.lrr: [0.001]\n")
     assert f"{path}:6: pbt.hyperparam_mutations.training.lrr:" in errors(path)
+
+
+def test_pb2_without_its_dependency(sweep_file, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "GPy", None)  # what an environment without GPy looks like to `import GPy`
+    path = sweep_file("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n")
+    assert "pb2 needs the GPy and scikit-learn packages: pip install 'raytrain[pb2]'" in errors(path)
+
+
+def test_pb2_plan(sweep_file):
+    path = sweep_file("search: {algorithm: pb2, num_samples: 2}\npb2: {perturbation_interval: 3, hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n")
+    p = plan(load_sweep(path))
+    assert p["scheduler"] == {"class": "PB2", "kwargs": {"time_attr": "training_iteration", "perturbation_interval": 3.0, "quantile_fraction": 0.25, "hyperparam_bounds": {"training.lr": [0.0001, 0.01]}, "synch": False}}
+    assert p["param_space"]["raytrain"]["overrides"]["training.lr"] == {"uniform": [0.0001, 0.01]}
+    scheduler = build_scheduler(p["scheduler"])
+    assert type(scheduler).__name__ == "PB2"
