@@ -161,3 +161,13 @@ def _report(exp_dir: Path) -> None:
         out.print(f"best config: {exp_dir / 'best.yaml'}  (raytrain train {exp_dir / 'best.yaml'})", markup=False)
     out.print(f"plots: {exp_dir / 'plots'}   tensorboard --logdir {exp_dir}", markup=False)
     out.print(str(exp_dir), markup=False)
+    errored = [t for t in trials if t.status == "ERROR"]
+    if errored:
+        for t in errored:
+            err.print(f"trial {t.name} failed: {t.error or 'see its folder'}", style="red", markup=False)
+        from raytrain.errors import SweepError
+
+        raise SweepError(
+            f"{len(errored)} trial(s) failed; retry them from their last checkpoint with `raytrain tune resume "
+            f"{exp_dir}`, or from scratch with `--restart-errored`"
+        )

@@ -77,22 +77,24 @@ def _latest_checkpoint(trial_dir: Path) -> str | None:
 
 
 def _trial_states(exp_dir: Path) -> dict[str, dict]:
-    """trial_id -> {status, dir name, error} from Tune's newest experiment state file."""
+    """trial folder name -> {trial_id, status, error} from Tune's newest experiment state file."""
     states = sorted(exp_dir.glob("experiment_state-*.json"))
     if not states:
         return {}
     data = json.loads(states[-1].read_text())
     out = {}
     for entry in data.get("trial_data", []):
-        trial_json = entry[0] if isinstance(entry, (list, tuple)) else entry
-        trial = json.loads(trial_json) if isinstance(trial_json, str) else trial_json
-        trial_id = trial.get("trial_id")
-        if not trial_id:
+        trial, runtime = (entry[0], entry[1]) if isinstance(entry, (list, tuple)) else (entry, {})
+        trial = json.loads(trial) if isinstance(trial, str) else trial
+        runtime = json.loads(runtime) if isinstance(runtime, str) else (runtime or {})
+        logdir = trial.get("relative_logdir")
+        if not logdir:
             continue
-        out[trial_id] = {
+        error = runtime.get("error_filename")
+        out[logdir] = {
+            "trial_id": trial.get("trial_id"),
             "status": trial.get("status", "UNKNOWN"),
-            "dirname": trial.get("storage", {}).get("trial_dir_name") if isinstance(trial.get("storage"), dict) else None,
-            "error": trial.get("error_filename") or None,
+            "error": str(exp_dir / logdir / error) if error else None,
         }
     return out
 
@@ -109,9 +111,10 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
         rows = _rows(trial_dir)
         config = json.loads(params.read_text())
         last = rows[-1] if rows else {}
-        trial_id = last.get("trial_id") or trial_dir.name.rsplit("_", 1)[-1]
+        # A folder the newest state does not list held a trial that `--restart-errored` replaced.
+        state = states.get(trial_dir.name, {"status": "REPLACED" if states else "UNKNOWN"})
+        trial_id = state.get("trial_id") or last.get("trial_id") or trial_dir.name.rsplit("_", 1)[-1]
         values = [v for v in (_clean(_get(r, metric)) for r in rows) if v is not None]
-        state = states.get(trial_id, {})
         overrides = config.get(TRIAL_KEY, {}).get("overrides", {})
         # The latest config of a PBT trial is in its last result.
         if isinstance(last.get("config"), dict) and TRIAL_KEY in last["config"]:
@@ -120,7 +123,7 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
             TrialSummary(
                 trial_id=trial_id,
                 name=trial_dir.name,
-                status=state.get("status", "UNKNOWN" if not rows else "RUNNING?"),
+                status=state["status"],
                 iteration=int(last.get("training_iteration", 0) or 0),
                 metric_last=values[-1] if values else None,
                 metric_best=(max(values) if mode == "max" else min(values)) if values else None,
@@ -132,7 +135,7 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
             )
         )
     sign = -1 if mode == "max" else 1
-    trials.sort(key=lambda t: (t.metric_last is None, sign * (t.metric_last or 0)))
+    trials.sort(key=lambda t: (t.status == "REPLACED", t.metric_last is None, sign * (t.metric_last or 0)))
     return meta, trials
 
 

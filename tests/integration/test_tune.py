@@ -238,3 +238,31 @@ def test_pb2_sweep_explores_within_bounds(ray_session, workdir, tmp_path):
             assert r["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(lr)
     assert (exp / "best.yaml").is_file()
     assert list(exp.glob("pbt_policy_*.txt")), "PB2 never exploited and explored"
+
+
+def test_errored_trial_fails_the_command_and_restart_errored_reruns_it(tmp_path):
+    """Real processes, each with its own local Ray: the env module comes from this folder via PYTHONPATH."""
+    flag = tmp_path / "FLAG"
+    flag.write_text("fail")
+    (tmp_path / "base.yaml").write_text(
+        f'environment: {{env: "flaky_env:FlakyCartPole", env_config: {{fail_flag: {flag}}}}}\n'
+        "env_runners: {num_env_runners: 0}\ntraining: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\n"
+        "stop: {training_iteration: 2}\n"
+    )
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"name: flaky\nbase: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n")
+    env = {**os.environ, "RAY_ADDRESS": "", "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "raytrain", "tune", *args], capture_output=True, text=True, env=env, timeout=300)
+
+    first = run(str(sweep))
+    assert first.returncode == 1, first.stderr[-2000:]
+    assert "1 trial(s) failed" in first.stderr and "--restart-errored" in first.stderr and "error.txt" in first.stderr
+    exp = tmp_path / "results" / "flaky"
+    flag.unlink()
+    again = run("resume", str(exp), "--restart-errored")
+    assert again.returncode == 0, again.stderr[-2000:]
+    data = json.loads(run("status", str(exp), "--json").stdout)
+    assert sorted(t["status"] for t in data["trials"]) == ["REPLACED", "TERMINATED"]
+    assert data["best"]["iteration"] == 2
