@@ -228,3 +228,38 @@ def test_tune_refuses_storage_that_a_node_does_not_share(lab, tmp_path):
     finally:
         lab.on("w1", f"umount {shared}")
         raytrain("cluster", "down", str(path), "-y")
+
+
+def test_restart_and_dashboard_tunnel(lab, tmp_path):
+    """`up --restart` restarts a running cluster; `cluster dashboard` tunnels to a head-local dashboard."""
+    path = cluster_file(lab, tmp_path, "labdash")
+    path.write_text(path.read_text().replace("dashboard: {enabled: false}", "dashboard: {host: 127.0.0.1, port: 8265}"))
+    tunnel = None
+    try:
+        up = raytrain("cluster", "up", str(path))
+        assert up.returncode == 0, up.stderr[-3000:]
+        again = raytrain("cluster", "up", str(path), "--restart")
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "--restart: stopping the running cluster first" in again.stderr
+        st = json.loads(raytrain("cluster", "status", str(path), "--json").stdout)
+        assert [n["state"] for n in st["nodes"]] == ["alive", "alive", "alive"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        tunnel = subprocess.Popen(
+            [sys.executable, "-m", "raytrain", "cluster", "dashboard", str(path), "--port", "18265"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        import urllib.request
+
+        deadline, status = time.time() + 30, None
+        while time.time() < deadline and status is None:
+            try:
+                status = urllib.request.urlopen("http://127.0.0.1:18265/", timeout=5).status
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200
+    finally:
+        if tunnel is not None:
+            tunnel.terminate()
+            tunnel.wait(timeout=10)
+        raytrain("cluster", "down", str(path), "-y")
+    assert ray_processes(lab) == {h: [] for h in lab.names}
