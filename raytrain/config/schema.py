@@ -15,6 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 Activation = Literal["linear", "relu", "tanh", "elu", "swish", "silu"]
 
 
+def absolute_path(value: str) -> str:
+    """`~` expanded; an error for a relative path (run folders and checkpoints must not depend on the cwd)."""
+    expanded = os.path.expanduser(value)
+    if not os.path.isabs(expanded):
+        raise ValueError(f"must be an absolute path (or start with ~), got {value!r}")
+    return expanded
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
 
@@ -78,13 +86,7 @@ class ExperimentConfig(_Section):
     return_window: int = Field(100, ge=1)
     """N for `raytrain/episode_return_mean_<N>`: the running mean over the last N finished episodes."""
 
-    @field_validator("storage_path")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        expanded = os.path.expanduser(value)
-        if not os.path.isabs(expanded):
-            raise ValueError(f"must be an absolute path (or start with ~), got {value!r}")
-        return expanded
+    _absolute = field_validator("storage_path")(classmethod(lambda cls, value: absolute_path(value)))
 
 
 class EnvironmentConfig(_Section):

@@ -7,10 +7,11 @@ as `raytrain train` (aliases, schema, checks, no dropped value).
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from raytrain.config.schema import absolute_path
 
 
 class _Section(BaseModel):
@@ -172,13 +173,7 @@ class CheckpointConfig(_Section):
     at_end: bool = True
     """Checkpoint when a trial ends."""
 
-    @field_validator("storage_path")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        expanded = os.path.expanduser(value)
-        if not os.path.isabs(expanded):
-            raise ValueError(f"must be an absolute path (or start with ~), got {value!r}")
-        return expanded
+    _absolute = field_validator("storage_path")(classmethod(lambda cls, value: absolute_path(value)))
 
 
 class FailureConfig(_Section):
