@@ -145,6 +145,17 @@ def _install_token(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig]) 
         raise ClusterError("could not install the auth token, nothing was started:\n  " + "\n  ".join(r.describe() for r in failed))
 
 
+def _wait_ports_free(cfg: ClusterConfig, runner: Runner, timeout_s: float = 30) -> None:
+    """After a stop, wait until the head's ports are released (processes can take a moment to exit)."""
+    wanted = [cfg.head.port] + ([cfg.head.dashboard.port] if cfg.head.dashboard.enabled else [])
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        res = runner.run(cfg.head, plan.ports_free(cfg, wanted), timeout=30)
+        if res.ok and json.loads(res.stdout.strip() or "[]") == []:
+            return
+        time.sleep(0.5)
+
+
 def _wait_alive(cfg: ClusterConfig, runner: Runner) -> list[dict]:
     deadline = time.monotonic() + cfg.start_timeout_s
     nodes: list[dict] | None = None
@@ -174,6 +185,7 @@ def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: 
             if restart:
                 on_step("--restart: stopping the running cluster first")
                 down(cfg, runner)
+                _wait_ports_free(cfg, runner)
             else:
                 to_start = [w for w in cfg.workers if w.ip not in alive_ips]
                 if not to_start:

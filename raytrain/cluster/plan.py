@@ -14,11 +14,14 @@ PROBE = (
     "print(json.dumps({\"python\": platform.python_version(), \"ray\": v, \"hostname\": socket.gethostname()}))"
 )
 
+# SO_REUSEADDR: only a listening socket counts as "in use", not connections in TIME_WAIT left by a Ray that
+# just stopped (Ray's own servers bind the same way).
 PORT_FREE = (
     "import json, socket, sys\n"
     "busy = []\n"
     "for p in map(int, sys.argv[1:]):\n"
     "    s = socket.socket()\n"
+    "    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
     "    try:\n        s.bind((\"\", p))\n    except OSError:\n        busy.append(p)\n    finally:\n        s.close()\n"
     "print(json.dumps(busy))"
 )
