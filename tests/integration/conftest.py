@@ -14,3 +14,20 @@ def ray_session():
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield ray
     ray.shutdown()
+
+
+def invoke(args):
+    """Run `raytrain ARGS` in this process (typer's CliRunner), with sys.argv as a real process would have
+    it, so command.txt records the real command line."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    saved = sys.argv
+    sys.argv = ["raytrain", *args]
+    try:
+        return CliRunner().invoke(app, args)
+    finally:
+        sys.argv = saved

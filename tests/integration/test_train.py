@@ -10,26 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from raytrain.cli import app
+from .conftest import invoke
 
 pytestmark = pytest.mark.integration
-
-_runner = CliRunner()
-
-
-class runner:  # noqa: N801 - reads like CliRunner at the call sites
-    """CliRunner.invoke with sys.argv set as a real `raytrain ...` process would have it (command.txt)."""
-
-    @staticmethod
-    def invoke(app, args):
-        saved = sys.argv
-        sys.argv = ["raytrain", *args]
-        try:
-            return _runner.invoke(app, args)
-        finally:
-            sys.argv = saved
 
 SMALL = """
 experiment: {{name: small, seed: 1, storage_path: {storage}, checkpoint_frequency: 2}}
@@ -55,7 +39,7 @@ def _run_dir(output: str) -> Path:
 
 def test_train_writes_complete_run_folder_then_resume_and_eval(ray_session, small_config):
     path, storage = small_config
-    result = runner.invoke(app, ["train", str(path), "--set", "training.gamma=0.95"])
+    result = invoke(["train", str(path), "--set", "training.gamma=0.95"])
     assert result.exit_code == 0, result.output
     run = _run_dir(result.stdout)
     assert run.parent == storage / "small"
@@ -82,7 +66,7 @@ def test_train_writes_complete_run_folder_then_resume_and_eval(ray_session, smal
     before = (ckpt / "raytrain_state.json").stat().st_mtime_ns
 
     # --resume continues from the latest checkpoint, iteration count and running mean included.
-    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "stop.training_iteration=4"])
+    result = invoke(["train", "--resume", str(run), "--set", "stop.training_iteration=4"])
     assert result.exit_code == 0, result.output
     assert "resuming from checkpoint_000002" in result.output
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -95,7 +79,7 @@ def test_train_writes_complete_run_folder_then_resume_and_eval(ray_session, smal
     assert (run / "command.txt").read_text().count("raytrain train") == 2
 
     # eval loads the latest checkpoint and runs fresh episodes.
-    result = runner.invoke(app, ["eval", str(run), "--episodes", "3", "--json"])
+    result = invoke(["eval", str(run), "--episodes", "3", "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["episodes"] == 3 and len(summary["returns"]) == 3
@@ -105,8 +89,8 @@ def test_train_writes_complete_run_folder_then_resume_and_eval(ray_session, smal
 
 def test_num_to_keep_prunes_oldest(ray_session, small_config):
     path, _ = small_config
-    result = runner.invoke(
-        app, ["train", str(path), "--set", "experiment.checkpoint_frequency=1", "--set", "experiment.num_to_keep=2", "--set", "stop.training_iteration=3"]
+    result = invoke(
+        ["train", str(path), "--set", "experiment.checkpoint_frequency=1", "--set", "experiment.num_to_keep=2", "--set", "stop.training_iteration=3"]
     )
     assert result.exit_code == 0, result.output
     run = _run_dir(result.stdout)

@@ -9,13 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from raytrain.cli import app
+from .conftest import invoke
 
 pytestmark = pytest.mark.integration
-
-_runner = CliRunner()
 
 BASE = """
 experiment: {name: tiny, seed: 1}
@@ -26,15 +23,6 @@ model: {fcnet_hiddens: [16]}
 resources: {num_cpus_for_main_process: 0.5}
 stop: {training_iteration: STOP}
 """
-
-
-def invoke(args):
-    saved = sys.argv
-    sys.argv = ["raytrain", *args]
-    try:
-        return _runner.invoke(app, args)
-    finally:
-        sys.argv = saved
 
 
 def rows(trial_dir: Path) -> list[dict]:
