@@ -208,11 +208,12 @@ def build_search(spec: dict):
     kwargs = dict(spec["kwargs"])
     if spec["class"] == "OptunaSearch":
         import optuna
-        from ray.tune.search.optuna import OptunaSearch
+
+        from raytrain.tune.optuna_search import ResumableOptunaSearch
 
         Path(kwargs["storage"].removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         storage = optuna.storages.RDBStorage(kwargs["storage"])
-        return OptunaSearch(
+        return ResumableOptunaSearch(
             sampler=_sampler(kwargs["sampler"], kwargs["seed"]),
             study_name=kwargs["study_name"],
             storage=storage,

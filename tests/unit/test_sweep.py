@@ -198,3 +198,42 @@ def test_pb2_plan(sweep_file):
     assert p["param_space"]["raytrain"]["overrides"]["training.lr"] == {"uniform": [0.0001, 0.01]}
     scheduler = build_scheduler(p["scheduler"])
     assert type(scheduler).__name__ == "PB2"
+
+
+def test_optuna_resume_when_the_study_is_ahead_of_the_searcher_state(tmp_path):
+    """CI found it: the study marked a trial COMPLETE, the driver died before Tune saved its state.
+
+    The resumed sweep re-runs that trial from an older checkpoint; its reports must not end the sweep
+    (Optuna raised UpdateFinishedTrialError), and the study keeps the outcome it had.
+    """
+    import optuna
+    from ray import tune
+
+    from raytrain.tune.optuna_search import ResumableOptunaSearch
+
+    def searcher():
+        s = ResumableOptunaSearch(
+            space={"lr": tune.loguniform(1e-4, 1e-3)},
+            metric="m",
+            mode="max",
+            study_name="s",
+            storage=optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'optuna.db'}"),
+            seed=0,
+        )
+        return s
+
+    first = searcher()
+    first.suggest("a")
+    first.suggest("b")
+    first.on_trial_result("a", {"m": 1.0, "training_iteration": 1})
+    first.save(str(tmp_path / "state.pkl"))  # Tune's last saved state: both trials running
+    first.on_trial_complete("a", {"m": 5.0, "training_iteration": 9})  # then the study moved on; then the crash
+
+    resumed = searcher()
+    resumed.restore(str(tmp_path / "state.pkl"))
+    resumed.on_trial_result("a", {"m": 2.0, "training_iteration": 2})  # raised before
+    resumed.on_trial_complete("a", {"m": 4.0, "training_iteration": 9})
+    resumed.on_trial_result("b", {"m": 3.0, "training_iteration": 2})
+    resumed.on_trial_complete("b", {"m": 3.0, "training_iteration": 9})
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert [(t.state.name, t.value) for t in study.trials] == [("COMPLETE", 5.0), ("COMPLETE", 3.0)]
