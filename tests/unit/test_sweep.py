@@ -112,7 +112,9 @@ def test_optuna_plan_with_asha_pruner(sweep_file, tmp_path):
     }
     assert p["scheduler"]["class"] == "ASHAScheduler" and p["scheduler"]["kwargs"]["max_t"] == 20.0
     search = build_search(p["search_alg"])
-    assert type(search).__name__ == "OptunaSearch"
+    from ray.tune.search.optuna import OptunaSearch
+
+    assert isinstance(search, OptunaSearch) and type(search).__name__ == "ResumableOptunaSearch"
     assert (tmp_path / "results" / "o").is_dir()
 
 
