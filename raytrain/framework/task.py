@@ -1,0 +1,468 @@
+"""`Task`: the middleware pipeline and its events (DI-engine's `ding.framework.Task`).
+
+A step runs the forward part of every middleware in order (code before `yield`, or the whole of a plain
+function), then the backward parts in reverse order (code after `yield`), then renews the context.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from types import GeneratorType
+from typing import Any
+
+from raytrain.errors import FrameworkError
+from raytrain.framework.context import Context
+from raytrain.framework.events import EventBus
+from raytrain.framework.wrappers import middleware_name
+
+
+class _Void:
+    """Placeholder middleware that `use()` skips: `task.use(fn if cond else task.void())`."""
+
+    __name__ = "void"
+
+    def __call__(self, ctx) -> None:
+        return None
+
+
+_VOID = _Void()
+
+
+_nested = threading.local()
+"""`stack`: the backward parts of middleware that `task.wrap` ran inside the forward part running in this thread."""
+
+
+def _forward_part(fn: Callable, ctx) -> GeneratorType | None:
+    """Run `fn` up to its first `yield`; return a generator if it has a backward part.
+
+    Backward parts of wrapped middleware that `fn` called (`task.wrap`) and did not run itself join its own,
+    to run after it, as DI-engine's global backward step does.
+    """
+    outer = getattr(_nested, "stack", None)
+    nested: list = []
+    _nested.stack = nested
+    try:
+        out = fn(ctx)
+        g = None
+        if isinstance(out, GeneratorType):
+            try:
+                next(out)
+                g = out
+            except StopIteration:
+                pass
+    except BaseException:
+        _abandon(nested)
+        raise
+    finally:
+        _nested.stack = outer
+    if not nested:
+        return g
+    if g is not None:
+        nested.append(g)
+    return _backward_later(nested)
+
+
+def _backward_later(stack: list) -> GeneratorType:
+    """A started generator whose backward part runs `stack`; closing it abandons them."""
+
+    def later():
+        try:
+            yield
+        except GeneratorExit:
+            _abandon(stack)
+            raise
+        _backward(stack)
+
+    g = later()
+    next(g)
+    return g
+
+
+def _backward(stack: list) -> None:
+    while stack:
+        g = stack.pop()
+        if isinstance(g, Future):
+            g = g.result()
+        if g is None:
+            continue
+        try:
+            next(g)
+        except StopIteration:
+            continue
+
+
+def _abandon(stack: list) -> None:
+    """Close suspended generators without running their backward parts (their `finally` still runs)."""
+    while stack:
+        g = stack.pop()
+        if isinstance(g, Future):
+            g.cancel()
+            if not g.done() or g.cancelled() or g.exception() is not None:
+                continue
+            g = g.result()
+        if g is not None:
+            g.close()
+
+
+def _no_backward() -> None:
+    return None
+
+
+def _module_task() -> Task:
+    import raytrain.framework as framework
+
+    return framework.task
+
+
+class Task:
+    """A pipeline of middleware with an event system; in a parallel run, one node of it.
+
+    Use the module-level `raytrain.framework.task` as in DI-engine, or an explicit `Task()`.
+    """
+
+    def __init__(self, router=None) -> None:
+        self._router = router
+        self._bus = EventBus("event")
+        self._stopped = False
+        self._reset(async_mode=False, n_async_workers=3, ctx=None, labels=None)
+
+    def __reduce__(self):
+        # A task is this process's pipeline: code shipped to a node (e.g. a `main` pickled by value) gets the
+        # node's own module-level task, or a fresh Task for any other instance, never a copy of this one.
+        import raytrain.framework as framework
+
+        return (_module_task, ()) if self is framework.task else (Task, ())
+
+    # -- life cycle --------------------------------------------------------------------------------
+    @property
+    def router(self):
+        """This process's node of a parallel run (`node_id`, `is_active`, `labels`, raw `on`/`emit`)."""
+        if self._router is None:
+            from raytrain.framework.parallel import Parallel
+
+            self._router = Parallel.current()
+        return self._router
+
+    def _reset(self, async_mode, n_async_workers, ctx, labels) -> None:
+        self.ctx = ctx if ctx is not None else Context()
+        self._middleware: list[Callable] = []
+        self._wrappers: list[Callable] = []
+        self._wrapped: list[Callable] = []
+        self._backward_stack: list = []
+        self._finish = False
+        self._finish_sent = False
+        self._async_mode = async_mode
+        self._n_async_workers = n_async_workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._extra_labels = set(labels or ())
+        self._bus.reset()
+
+    def start(
+        self,
+        async_mode: bool = False,
+        n_async_workers: int = 3,
+        ctx: Context | None = None,
+        labels: Iterable[str] | None = None,
+    ) -> Task:
+        """Reset every piece of state (middleware, wrappers, handlers, finish) and start; use as `with`."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._reset(async_mode, n_async_workers, ctx, labels)
+        self._stopped = False
+        router = self.router
+        if router.is_active:
+            router.attach(self)
+        return self
+
+    def __enter__(self) -> Task:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # A failing node does not end the others by itself: the runner decides (it may restart this node).
+        self.stop(broadcast=exc_type is None)
+
+    def stop(self, broadcast: bool = True) -> None:
+        """Stop: in a parallel run tell every node to finish; then release threads, handlers and waits."""
+        if self._stopped:
+            return
+        router = self.router
+        if router.is_active:
+            if broadcast and not self._finish_sent:
+                self._finish_sent = True
+                router.send_finish()
+            router.detach(self)
+        self._stopped = True
+        self._finish = True
+        self._bus.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        _abandon(self._backward_stack)
+
+    def _check_running(self, what: str) -> None:
+        if self._stopped:
+            raise FrameworkError(f"cannot {what}: the task is stopped (call task.start() to begin again)")
+
+    @property
+    def finish(self) -> bool:
+        """True once the run should end; setting it True in a parallel run ends every node's run."""
+        return self._finish
+
+    @finish.setter
+    def finish(self, value: bool) -> None:
+        self._finish = bool(value)
+        if value and not self._finish_sent and not self._stopped and self.router.is_active:
+            self._finish_sent = True
+            self.router.send_finish()
+
+    def _remote_finish(self) -> None:
+        """Another node finished: end this node's run after its current step (without echoing it back)."""
+        self._finish_sent = True
+        self._finish = True
+
+    # -- labels ------------------------------------------------------------------------------------
+    @property
+    def labels(self) -> set[str]:
+        router = self.router
+        labels = {"distributed", f"node.{router.node_id}", *router.labels} if router.is_active else {"standalone"}
+        if self._async_mode:
+            labels.add("async")
+        return labels | self._extra_labels
+
+    def match_labels(self, patterns: str | Iterable[str]) -> bool:
+        """True when any glob pattern matches any label of this task."""
+        if isinstance(patterns, str):
+            patterns = [patterns]
+        labels = self.labels
+        return any(fnmatch.fnmatchcase(label, p) for p in patterns for label in labels)
+
+    # -- middleware --------------------------------------------------------------------------------
+    def void(self) -> Callable:
+        """A middleware that `use()` skips."""
+        return _VOID
+
+    def use(self, fn: Callable, lock: bool | threading.Lock = False) -> Task:
+        """Add a middleware (a function of ctx, possibly a generator); `lock` serialises it in async mode."""
+        if fn is _VOID or isinstance(fn, _Void):
+            return self
+        if not callable(fn):
+            raise FrameworkError(f"task.use() needs a callable middleware, got {type(fn).__name__}")
+        if lock:
+            fn = self._locked(fn, lock)
+        self._middleware.append(fn)
+        self._wrapped.append(self._apply_wrappers(fn))
+        return self
+
+    def use_wrapper(self, wrapper: Callable[[Callable], Callable]) -> Task:
+        """Wrap every middleware, those already added and later ones; the last wrapper is outermost."""
+        self._wrappers.append(wrapper)
+        self._wrapped = [self._apply_wrappers(fn) for fn in self._middleware]
+        return self
+
+    def _apply_wrappers(self, fn: Callable) -> Callable:
+        for wrapper in self._wrappers:
+            fn = wrapper(fn)
+        return fn
+
+    # -- running -----------------------------------------------------------------------------------
+    def run(self, max_step: int = sys.maxsize) -> None:
+        """Run steps until `max_step` steps are done or `finish` is set; the step that set it completes."""
+        self._check_running("run")
+        if not self._wrapped:
+            return
+        for i in range(max_step):
+            try:
+                for fn in self._wrapped:
+                    self.forward(fn)
+                self.sync()
+                self.backward()
+            except BaseException:
+                _abandon(self._backward_stack)
+                raise
+            if i == max_step - 1:
+                self.finish = True
+            if self._finish:
+                break
+            self.renew()
+
+    def forward(
+        self,
+        fn: Callable,
+        ctx: Context | None = None,
+        backward_stack: list | None = None,
+        async_mode: bool | None = None,
+    ) -> None:
+        """Run `fn`'s forward part on ctx; its backward part waits on the backward stack."""
+        ctx = self.ctx if ctx is None else ctx
+        stack = self._backward_stack if backward_stack is None else backward_stack
+        if self._async_mode if async_mode is None else async_mode:
+            stack.append(self._executor().submit(_forward_part, fn, ctx))
+        else:
+            g = _forward_part(fn, ctx)
+            if g is not None:
+                stack.append(g)
+
+    def sync(self, backward_stack: list | None = None) -> None:
+        """Wait for the forward parts running on the thread pool; raise the first error as soon as it happens."""
+        stack = self._backward_stack if backward_stack is None else backward_stack
+        futures = [item for item in stack if isinstance(item, Future)]
+        if not futures:
+            return
+        # The first error leaves at once, as in DI-engine: a middleware that is still busy is not waited for.
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for f in futures:
+            if f.done() and not f.cancelled() and f.exception() is not None:
+                raise f.exception()
+        for i, item in enumerate(stack):
+            if isinstance(item, Future):
+                stack[i] = item.result()
+
+    def backward(self, backward_stack: list | None = None) -> None:
+        """Run the waiting backward parts, last forwarded first."""
+        _backward(self._backward_stack if backward_stack is None else backward_stack)
+
+    def renew(self) -> Task:
+        """Finish the step (backward parts left over) and start the next with a renewed ctx."""
+        if self._backward_stack:
+            self.sync()
+            self.backward()
+        step = self.ctx.total_step
+        self.ctx = self.ctx.renew()
+        self.ctx.total_step = step + 1
+        return self
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max(1, self._n_async_workers), thread_name_prefix="raytrain-middleware")
+        return self._pool
+
+    def wrap(self, fn: Callable, lock: bool | threading.Lock = False) -> Callable:
+        """`fn` made callable from inside another middleware, as in DI-engine.
+
+        Calling the result with ctx runs `fn`'s forward part (under `lock`, if given) at once and returns a
+        function that runs its backward part; if that function is not called, the backward part runs in the
+        backward pass, after that of the middleware that called it. The result is a middleware itself too.
+        """
+        the_lock = self._lock if lock is True else (lock or None)
+
+        def forward(ctx) -> Callable[[], None]:
+            if the_lock is not None:
+                with the_lock:
+                    g = _forward_part(fn, ctx)
+            else:
+                g = _forward_part(fn, ctx)
+            if g is None:
+                return _no_backward
+            # Inside a middleware's forward part, join its backward part; otherwise the task's backward pass.
+            stack = getattr(_nested, "stack", None)
+            stack = self._backward_stack if stack is None else stack
+            stack.append(g)
+
+            def backward() -> None:
+                try:
+                    stack.remove(g)
+                except ValueError:  # already run
+                    return
+                _backward([g])
+
+            return backward
+
+        forward.__name__ = middleware_name(fn)
+        return forward
+
+    def _locked(self, fn: Callable, lock: bool | threading.Lock) -> Callable:
+        """`fn` as a middleware whose forward part runs under `lock` (True: the task's lock)."""
+        the_lock = self._lock if lock is True else (lock or None)
+
+        def wrapped(ctx):
+            stack: list = []
+            if the_lock is not None:
+                with the_lock:
+                    self.forward(fn, ctx, stack, async_mode=False)
+            else:
+                self.forward(fn, ctx, stack, async_mode=False)
+            yield
+            _backward(stack)
+
+        wrapped.__name__ = middleware_name(fn)
+        return wrapped
+
+    def serial(self, *fns: Callable) -> Callable:
+        """One middleware running `fns` in order: their forwards, then (at backward time) their backwards."""
+
+        def serial(ctx):
+            stack: list = []
+            try:
+                for fn in fns:
+                    self.forward(fn, ctx, stack, async_mode=False)
+            except BaseException:
+                _abandon(stack)
+                raise
+            yield
+            _backward(stack)
+
+        serial.__name__ = "serial<" + ",".join(middleware_name(f) for f in fns) + ">"
+        return serial
+
+    def parallel(self, *fns: Callable) -> Callable:
+        """One middleware running the forwards of `fns` concurrently (thread pool), then their backwards."""
+
+        def parallel(ctx):
+            stack: list = []
+            for fn in fns:
+                self.forward(fn, ctx, stack, async_mode=True)
+            try:
+                self.sync(stack)
+            except BaseException:
+                _abandon(stack)
+                raise
+            yield
+            _backward(stack)
+
+        parallel.__name__ = "parallel<" + ",".join(middleware_name(f) for f in fns) + ">"
+        return parallel
+
+    # -- events ------------------------------------------------------------------------------------
+    def emit(self, event: str, *args: Any, only_remote: bool = False, only_local: bool = False, **kwargs: Any) -> None:
+        """Send an event: to this task's handlers and, in a parallel run, to the nodes the topology reaches."""
+        self._check_running(f"emit '{event}'")
+        if only_local and only_remote:
+            raise FrameworkError(f"emit('{event}'): only_local and only_remote exclude each other")
+        router = self.router
+        if not only_local and router.is_active:
+            router.send_event(event, args, kwargs)
+        if not only_remote:
+            self._bus.dispatch(event, args, kwargs)
+
+    def on(self, event: str, fn: Callable) -> None:
+        """Call `fn(*args, **kwargs)` on every event matching the glob pattern `event`."""
+        self._bus.on(event, fn)
+
+    def once(self, event: str, fn: Callable) -> None:
+        """Like `on`, for the next matching event only."""
+        self._bus.once(event, fn)
+
+    def off(self, event: str, fn: Callable | None = None) -> None:
+        """Remove the handlers of `event` (all of them when `fn` is None)."""
+        self._bus.off(event, fn)
+
+    def wait_for(self, event: str, timeout: float = math.inf) -> tuple[tuple, dict]:
+        """Block until `event` arrives; return `(args, kwargs)`. A timeout raises TimeoutError naming the event."""
+        self._check_running(f"wait for '{event}'")
+        return self._bus.wait_for(event, timeout)
+
+    @property
+    def handler_errors(self):
+        """The latest handler errors of this task (each was also logged with its event's name)."""
+        return list(self._bus.errors)
+
+    def _deliver(self, event: str, args: tuple, kwargs: dict) -> None:
+        """An event from another node (called by the router's inbox thread)."""
+        if not self._stopped:
+            self._bus.dispatch(event, args, kwargs, remote=True)

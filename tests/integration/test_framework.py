@@ -1,0 +1,377 @@
+"""raytrain.framework on a real local Ray: each node a Ray actor, events through the nodes' inboxes.
+
+Mode: the session's `ray.init(num_cpus=2)` (token auth on); `raytrain run` end to end joins it by address.
+Every `main` below runs inside a node actor (pickled by value with this module).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raytrain.errors import FrameworkError
+from raytrain.framework import NodeError, Parallel, task
+
+pytestmark = pytest.mark.integration
+
+
+def _hello_main(steps: int = 3):
+    """Every node emits its id `steps` times (with a keyword); returns what it heard, and its labels."""
+    heard = []
+    with task.start():
+        task.on("hello", lambda sender, step=None: heard.append((sender, step)))
+        task.on("hello", lambda sender, step=None: heard.append(("second handler", sender)))
+        me = task.router.node_id
+        time.sleep(0.3)
+        for step in range(steps):
+            task.emit("hello", me, step=step, only_remote=True)
+            time.sleep(0.05)
+        time.sleep(1.5)  # let the last emits of the other nodes arrive
+        labels = sorted(task.labels)
+    return {"me": me, "heard": heard, "labels": labels}
+
+
+def test_mesh_every_node_hears_every_other_once_per_emit_with_kwargs(ray_session):
+    results = Parallel.runner(3, topology="mesh", labels=["lab"])(_hello_main)
+    assert [r["me"] for r in results] == [0, 1, 2]
+    for r in results:
+        others = {0, 1, 2} - {r["me"]}
+        first = [h for h in r["heard"] if h[0] != "second handler"]
+        # each emit reaches each other node once, each handler once per emit, kwargs included
+        assert sorted(first) == sorted((o, s) for o in others for s in range(3))
+        assert sorted(h[1] for h in r["heard"] if h[0] == "second handler") == sorted(o for o in others for _ in range(3))
+        assert r["labels"] == ["distributed", "lab", f"node.{r['me']}"]
+
+
+def test_star_leaves_hear_only_the_centre(ray_session):
+    results = Parallel.runner(3, topology="star", node_ids=10)(_hello_main)
+    centre, leaf_a, leaf_b = results
+    assert (centre["me"], leaf_a["me"], leaf_b["me"]) == (10, 11, 12)
+    assert sorted({h[0] for h in centre["heard"] if h[0] != "second handler"}) == [11, 12]
+    assert {h[0] for h in leaf_a["heard"] if h[0] != "second handler"} == {10}
+    assert {h[0] for h in leaf_b["heard"] if h[0] != "second handler"} == {10}
+
+
+def test_alone_nobody_hears_anybody(ray_session):
+    results = Parallel.runner(2, topology="alone", node_ids=[5, 7])(_hello_main)
+    assert [r["me"] for r in results] == [5, 7]
+    assert all(r["heard"] == [] for r in results)
+
+
+def _finish_main():
+    """Node 0 stops after 3 steps; the others would run forever."""
+    with task.start():
+        task.use(lambda ctx: time.sleep(0.02))
+        if task.router.node_id == 0:
+            task.run(max_step=3)
+        else:
+            task.run()
+        return task.ctx.total_step
+
+
+def test_a_node_that_stops_ends_every_other_nodes_run(ray_session):
+    started = time.monotonic()
+    steps = Parallel.runner(3)(_finish_main)
+    assert steps[0] == 2
+    assert time.monotonic() - started < 60
+    assert all(s >= 0 for s in steps[1:])
+
+
+def _failing_main():
+    with task.start():
+        task.use(lambda ctx: time.sleep(0.02))
+        if task.router.node_id == 1:
+
+            def explode(ctx):
+                if ctx.total_step == 2:
+                    raise ValueError("boom in node one")
+
+            task.use(explode)
+        task.run()
+
+
+def test_an_exception_in_a_node_surfaces_in_the_caller_with_its_node_id_and_traceback(ray_session):
+    started = time.monotonic()
+    with pytest.raises(NodeError) as info:
+        Parallel.runner(3)(_failing_main)
+    assert info.value.node_id == 1
+    text = str(info.value)
+    assert "node 1 failed: ValueError: boom in node one" in text
+    assert "in explode" in text and "Traceback" in text  # the node's own traceback
+    assert time.monotonic() - started < 60  # nodes 0 and 2, which would run forever, were stopped
+
+
+def _recovering_main(marker: str, how: str):
+    """Node 1 fails on its first attempt (an exception or a dead process); every node then exchanges events."""
+    me = task.router.node_id
+    with task.start():
+        if me == 1 and not Path(marker).exists():
+            Path(marker).write_text("failed once")
+            if how == "exit":
+                os._exit(3)
+            raise RuntimeError("first attempt fails")
+        got = []
+        task.on("ping", lambda sender: got.append(sender))
+
+        def ping(ctx):
+            task.emit("ping", me, only_remote=True)
+            time.sleep(0.1)
+
+        task.use(ping)
+        deadline = time.monotonic() + 30
+        # (a restarted node may find the other's pings already waiting: it still sends a few of its own)
+        while (not got or task.ctx.total_step < 5) and time.monotonic() < deadline:
+            task.run(max_step=1)
+            task.finish = False
+            task.renew()
+        time.sleep(0.5)
+        return sorted(set(got))
+
+
+@pytest.mark.parametrize("how", ["exception", "exit"])
+def test_auto_recover_restarts_a_node_that_then_sends_and_receives(ray_session, tmp_path, how):
+    marker = tmp_path / "failed"
+    results = Parallel.runner(2, auto_recover=True, max_retries=2)(_recovering_main, str(marker), how)
+    assert marker.read_text() == "failed once"
+    assert results == [[1], [0]]
+
+
+def _late_main(n: int):
+    """Node 0 emits n events at once; node 1 subscribes 1.5 s later and still gets them all, in order."""
+    with task.start():
+        if task.router.node_id == 0:
+            for i in range(n):
+                task.emit("early", i, only_remote=True)
+            task.router.flush()
+            return None
+        time.sleep(1.5)
+        got = []
+        done = threading.Event()
+
+        def on_early(i):
+            got.append(i)
+            if len(got) == n:
+                done.set()
+
+        task.on("early", on_early)
+        done.wait(60)
+        return got
+
+
+def test_no_event_is_lost_when_a_peer_subscribes_late(ray_session):
+    _, got = Parallel.runner(2)(_late_main, 100)
+    assert got == list(range(100))
+
+
+def test_no_event_is_lost_in_a_burst_of_100000(ray_session):
+    _, got = Parallel.runner(2)(_late_main, 100_000)
+    assert len(got) == 100_000 and got == list(range(100_000))
+
+
+def _isolated_main(tag: str):
+    with task.start():
+        heard = set()
+        task.on("who", lambda t: heard.add(t))
+        for _ in range(20):
+            task.emit("who", tag, only_remote=True)
+            time.sleep(0.05)
+        time.sleep(1.0)
+        return heard
+
+
+def test_two_concurrent_runs_never_see_each_others_events(ray_session):
+    results = {}
+
+    def go(tag):
+        results[tag] = Parallel.runner(2)(_isolated_main, tag)
+
+    threads = [threading.Thread(target=go, args=(tag,)) for tag in ("run-a", "run-b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results == {"run-a": [{"run-a"}, {"run-a"}], "run-b": [{"run-b"}, {"run-b"}]}
+
+
+def _big_main():
+    """Node 0 broadcasts a 10 MB array and waits for each receiver's checksum (a reply with wait_for)."""
+    me = task.router.node_id
+    with task.start():
+        if me == 0:
+            arr = np.arange(10 * 2**20 // 8, dtype=np.float64)
+            sums = {}
+            task.on("sum", lambda node, s, shape=None: sums.__setitem__(node, (s, shape)))
+            time.sleep(0.5)
+            task.emit("weights", {"w": arr}, version=3)
+            deadline = time.monotonic() + 60
+            while len(sums) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return sums
+        (state,), kwargs = task.wait_for("weights", timeout=60)
+        task.emit("sum", me, float(state["w"].sum()), shape=state["w"].shape)
+        time.sleep(0.5)
+        return kwargs
+
+
+def test_a_large_payload_reaches_every_node_intact(ray_session):
+    results = Parallel.runner(4)(_big_main)
+    expected = float(np.arange(10 * 2**20 // 8, dtype=np.float64).sum())
+    assert results[0] == {n: (expected, (10 * 2**20 // 8,)) for n in (1, 2, 3)}
+    assert results[1:] == [{"version": 3}] * 3
+
+
+def test_large_payloads_go_through_the_object_store_small_ones_inline(ray_session):
+    import ray
+
+    from raytrain.framework.parallel import LARGE_PAYLOAD_BYTES, decode, encode
+
+    big = encode("event", "weights", (np.zeros(LARGE_PAYLOAD_BYTES // 8 + 1),), {})
+    small = encode("event", "tick", (1, "x"), {"k": 2})
+    assert isinstance(big, ray.ObjectRef) and isinstance(small, bytes)
+    assert decode(small) == ((1, "x"), {"k": 2})
+    assert decode(big)[0][0].shape == (LARGE_PAYLOAD_BYTES // 8 + 1,)
+
+
+def _unpicklable_main():
+    with task.start():
+        if task.router.node_id == 0:
+            task.emit("state", {"lock": threading.Lock()})
+        time.sleep(0.2)
+
+
+def test_emitting_an_unpicklable_object_names_the_event_and_the_type(ray_session):
+    with pytest.raises(NodeError) as info:
+        Parallel.runner(2)(_unpicklable_main)
+    text = str(info.value)
+    assert info.value.node_id == 0
+    assert "cannot send event 'state' to other nodes" in text and "_thread.lock" in text
+
+
+def _topics_main():
+    """Raw router topics travel apart from task events."""
+    me = task.router.node_id
+    with task.start():
+        raw, events = [], []
+        task.router.on("topic", lambda *a, **k: raw.append((a, k)))
+        task.on("topic", lambda *a, **k: events.append((a, k)))
+        time.sleep(0.3)
+        task.router.emit("topic", me, kind="raw")
+        time.sleep(1.0)
+        return raw, events
+
+
+def test_router_topics_are_separate_from_task_events(ray_session):
+    (raw0, ev0), (raw1, ev1) = Parallel.runner(2)(_topics_main)
+    assert raw0 == [((1,), {"kind": "raw"})] and raw1 == [((0,), {"kind": "raw"})]
+    assert ev0 == [] and ev1 == []
+
+
+def test_one_worker_runs_in_this_process_as_node_0():
+    def main():
+        return task.router.is_active, task.router.node_id, os.getpid()
+
+    assert Parallel.runner(1)(main) == [(True, 0, os.getpid())]
+    assert task.router.is_active is False
+
+
+# -- raytrain run end to end ---------------------------------------------------------------------------
+PIPELINE = '''
+import sys, time
+from raytrain.framework import task
+
+def main():
+    with task.start():
+        me = task.router.node_id
+        got = []
+        task.on("hi", lambda n: got.append(n))
+        def step(ctx):
+            task.emit("hi", me, only_remote=True)
+            time.sleep(0.05)
+            if me == 1 and ctx.total_step == 5 and "fail" in task.router.labels:
+                raise KeyError("node one gave up")
+        task.use(step)
+        task.run(**({} if "forever" in task.router.labels else {"max_step": 10}))
+        time.sleep(0.5)
+        print(f"node {me} heard {sorted(set(got))}", flush=True)
+'''
+
+
+def _raytrain_run(tmp_path, *args, **popen):
+    import ray
+
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    return subprocess.Popen(
+        [sys.executable, "-m", "raytrain", "run", str(tmp_path / "pipeline.py"), "--main", "main", *args],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen,
+    )
+
+
+def test_raytrain_run_end_to_end(ray_session, tmp_path):
+    proc = _raytrain_run(tmp_path, "--workers", "3")
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out
+    for me in range(3):
+        others = sorted({0, 1, 2} - {me})
+        assert f"(node.{me} pid=" in out and f"node {me} heard {others}" in out, out
+    assert "3 nodes finished in" in out
+
+
+def test_raytrain_run_reports_a_failing_node(ray_session, tmp_path):
+    proc = _raytrain_run(tmp_path, "--workers", "2", "--labels", "fail,forever")
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 1, out
+    assert "error: node 1 failed: KeyError: 'node one gave up'" in out
+    assert 'raise KeyError("node one gave up")' in out  # the node's traceback
+
+
+def test_raytrain_run_ctrl_c_stops_every_node(ray_session, tmp_path):
+    import ray
+
+    proc = _raytrain_run(tmp_path, "--workers", "2", "--labels", "forever", start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        alive = [a for a in ray.util.list_named_actors(all_namespaces=True) if ".node." in a["name"]]
+        if len(alive) == 2:
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "stopped by Ctrl-C: all 2 nodes stopped" in out
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and [a for a in ray.util.list_named_actors(all_namespaces=True) if ".node." in a["name"]]:
+        time.sleep(0.2)
+    assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if ".node." in a["name"]]
+
+
+def test_raytrain_run_bad_main_is_a_usage_error(tmp_path):
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    from .conftest import invoke
+
+    result = invoke(["run", str(tmp_path / "pipeline.py"), "--main", "mian"])
+    assert result.exit_code == 2
+    assert "has no function 'mian' (functions there: main)" in result.output
+
+
+def test_wait_for_timeout_names_the_event(ray_session):
+    def main():
+        with task.start():
+            try:
+                task.wait_for("never_sent", timeout=0.2)
+            except TimeoutError as e:
+                return str(e)
+
+    assert "never_sent" in Parallel.runner(1)(main)[0]
+
+
+def test_runner_rejects_a_bad_topology():
+    with pytest.raises(FrameworkError, match="unknown topology 'ring'"):
+        Parallel.runner(2, topology="ring")
