@@ -31,3 +31,4 @@ bench: install
 	$(PYTHON) scripts/bench_train.py
 	$(PYTHON) scripts/bench_tune.py
 	$(PYTHON) scripts/bench_cluster.py
+	$(PYTHON) scripts/bench_events.py --example

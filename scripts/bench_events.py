@@ -1,0 +1,226 @@
+"""Benchmark of raytrain.framework's events between nodes, on a local 2-CPU Ray; all figures from one run.
+
+Prints one table:
+  1. event latency node to node (emit to handler, one way, same machine clock), p50 and p99, beside a bare
+     Ray actor method round trip measured in the same run (goal: p50 within 2x the actor round trip);
+  2. sustained events/s between two nodes with small payloads, and how many of a burst of 100,000 arrived
+     (goal: >= 20,000/s, none lost);
+  3. a 10 MB state_dict broadcast to 4 nodes against the floor: one `ray.put` plus 4 `ray.get` in 4 actors
+     (goal: within 1.5x the floor);
+  4. with --example: the distributed PPO example (examples/cartpole_ppo.py), wall time to evaluation
+     return 475 with 2 collectors vs 1.
+
+Usage: python scripts/bench_events.py [--latency-samples 2000] [--burst 100000] [--repeats 5] [--example]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+# -- mains run by the nodes (this file travels to them by value) -------------------------------------
+def latency_main(samples: int):
+    """Node 0 emits `samples` timestamped events one at a time; node 1's handler records the delay."""
+    import threading
+
+    from raytrain.framework import task
+
+    with task.start():
+        if task.router.node_id == 1:
+            delays: list[float] = []
+            done = threading.Event()
+
+            def on_ping(sent: float, last: bool = False) -> None:
+                delays.append(time.perf_counter() - sent)  # CLOCK_MONOTONIC: shared by processes of one machine
+                if last:
+                    done.set()
+
+            task.on("ping", on_ping)
+            task.emit("ready", only_remote=True)
+            done.wait(300)
+            return delays
+        task.wait_for("ready", timeout=120)
+        for i in range(samples):
+            task.emit("ping", time.perf_counter(), last=i == samples - 1, only_remote=True)
+            time.sleep(0.002)  # one at a time: latency, not throughput
+        task.router.flush()
+        return None
+
+
+def burst_main(n: int):
+    """Node 0 emits n small events as fast as it can; node 1 counts them and notes the last arrival."""
+    import threading
+
+    from raytrain.framework import task
+
+    with task.start():
+        if task.router.node_id == 1:
+            got: list[int] = []
+            done = threading.Event()
+
+            def on_tick(i: int, payload: str = "") -> None:
+                got.append(i)
+                if len(got) == n:
+                    done.set()
+
+            task.on("tick", on_tick)
+            task.emit("ready", only_remote=True)
+            done.wait(600)
+            return {"received": len(got), "in_order": got == list(range(n)), "last": time.perf_counter()}
+        task.wait_for("ready", timeout=120)
+        first = time.perf_counter()
+        for i in range(n):
+            task.emit("tick", i, payload="x" * 16, only_remote=True)
+        emitted = time.perf_counter()
+        task.router.flush(600)
+        return {"first": first, "emitted": emitted}
+
+
+def broadcast_main(repeats: int, mbytes: int):
+    """Node 0 emits a state_dict of `mbytes` MB `repeats` times; every receiver notes when its handler ran."""
+    import threading
+
+    import torch
+
+    from raytrain.framework import task
+
+    with task.start():
+        me = task.router.node_id
+        receivers = len(task.router.node_ids) - 1
+        if me != 0:
+            arrived: list[float] = []
+            done = threading.Event()
+
+            def on_model(state_dict, version: int = 0) -> None:
+                assert state_dict["w"].numel() * 4 == mbytes * 2**20
+                arrived.append(time.perf_counter())
+                task.emit("ack", me, version, only_remote=True)
+                if len(arrived) == repeats:
+                    done.set()
+
+            task.on("model", on_model)
+            task.emit("ready", me, only_remote=True)
+            done.wait(300)
+            return arrived
+        ready: set[int] = set()
+        task.on("ready", lambda n: ready.add(n))
+        acks: list[int] = []
+        task.on("ack", lambda n, v: acks.append(v))
+        while len(ready) < receivers:
+            time.sleep(0.01)
+        state_dict = {"w": torch.randn(mbytes * 2**20 // 4)}
+        starts = []
+        for version in range(repeats):
+            starts.append(time.perf_counter())
+            task.emit("model", state_dict, version=version, only_remote=True)
+            while acks.count(version) < receivers:
+                time.sleep(0.0005)
+        return starts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency-samples", type=int, default=2000)
+    parser.add_argument("--burst", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--example", action="store_true", help="also time examples/cartpole_ppo.py (minutes)")
+    args = parser.parse_args()
+
+    import ray
+    import torch
+
+    from raytrain.framework import Parallel
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=True)
+    rows: list[tuple[str, str, str]] = []
+
+    # 1. latency, beside a bare actor round trip
+    @ray.remote(num_cpus=0)
+    class Echo:
+        def ping(self, x=None):
+            return x
+
+    echo = Echo.remote()
+    ray.get(echo.ping.remote())
+    rtt = []
+    for _ in range(args.latency_samples):
+        t = time.perf_counter()
+        ray.get(echo.ping.remote())
+        rtt.append(time.perf_counter() - t)
+        time.sleep(0.002)
+    ray.kill(echo)
+    delays = Parallel.runner(2)(latency_main, args.latency_samples)[1][100:]  # the first 100 warm up
+    p50, p99, rtt50 = pct(delays, 0.5) * 1e3, pct(delays, 0.99) * 1e3, pct(rtt, 0.5) * 1e3
+    rows.append(("actor method round trip (bare Ray)", f"p50 {rtt50:.3f} ms, p99 {pct(rtt, 0.99) * 1e3:.3f} ms", "anchor"))
+    rows.append(("event latency node to node (emit to handler)", f"p50 {p50:.3f} ms, p99 {p99:.3f} ms",
+                 f"p50 = {p50 / rtt50:.2f}x round trip (goal <= 2)"))
+
+    # 2. sustained rate and loss in a burst
+    sender, receiver = Parallel.runner(2)(burst_main, args.burst)
+    rate = args.burst / (receiver["last"] - sender["first"])
+    emit_rate = args.burst / (sender["emitted"] - sender["first"])
+    rows.append((f"burst of {args.burst:,} small events, 2 nodes", f"{rate:,.0f} events/s delivered ({emit_rate:,.0f}/s emitted)",
+                 f"goal >= 20,000/s: {'yes' if rate >= 20_000 else 'NO'}"))
+    rows.append(("  of which arrived", f"{receiver['received']:,} of {args.burst:,}, in order: {receiver['in_order']}",
+                 "goal: none lost"))
+
+    # 3. a 10 MB state_dict to 4 nodes, against ray.put + 4 ray.get
+    @ray.remote(num_cpus=0)
+    class Getter:
+        def get(self, refs):
+            value = ray.get(refs[0])
+            assert value["w"].numel() > 0
+            return time.perf_counter()
+
+    getters = [Getter.remote() for _ in range(4)]
+    ray.get([g.get.remote([ray.put({"w": torch.zeros(1)})]) for g in getters])
+    state_dict = {"w": torch.randn(10 * 2**20 // 4)}
+    floor = []
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        ref = ray.put(state_dict)
+        floor.append(max(ray.get([g.get.remote([ref]) for g in getters])) - t)
+        del ref
+    for g in getters:
+        ray.kill(g)
+    results = Parallel.runner(5)(broadcast_main, args.repeats, 10)
+    starts = results[0]
+    ours = [max(r[i] for r in results[1:]) - starts[i] for i in range(args.repeats)]
+    f50, o50 = statistics.median(floor) * 1e3, statistics.median(ours) * 1e3
+    rows.append(("10 MB state_dict: ray.put + 4 ray.get (floor)", f"median {f50:.1f} ms ({', '.join(f'{x * 1e3:.0f}' for x in floor)})", "anchor"))
+    rows.append(("10 MB state_dict: task.emit to 4 nodes", f"median {o50:.1f} ms ({', '.join(f'{x * 1e3:.0f}' for x in ours)})",
+                 f"{o50 / f50:.2f}x floor (goal <= 1.5)"))
+    ray.shutdown()
+
+    # 4. the distributed example, 2 collectors vs 1
+    if args.example:
+        for collectors in (2, 1):
+            t = time.perf_counter()
+            proc = subprocess.run([sys.executable, str(ROOT / "examples" / "cartpole_ppo.py"), str(2 + collectors)],
+                                  capture_output=True, text=True, timeout=1800)
+            wall = time.perf_counter() - t
+            solved = re.search(r"reached (?:evaluation return|eval return|return) [\d.]+ .*?in ([\d.]+) ?s", proc.stdout + proc.stderr)
+            what = f"{float(solved.group(1)):.1f} s to 475 (process {wall:.0f} s)" if solved else f"not solved (rc {proc.returncode}, {wall:.0f} s)"
+            rows.append((f"examples/cartpole_ppo.py, {collectors} collector{'s' if collectors > 1 else ''}", what, ""))
+
+    width = max(len(r[0]) for r in rows)
+    print(f"\nraytrain.framework events on a local Ray (num_cpus=2), {time.strftime('%Y-%m-%d %H:%M')}")
+    for name, value, note in rows:
+        print(f"  {name:<{width}}  {value:<48}  {note}")
+
+
+if __name__ == "__main__":
+    main()
