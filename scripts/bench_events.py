@@ -8,9 +8,9 @@ Prints one table:
   3. a 10 MB state_dict broadcast to 4 nodes against the floor: one `ray.put` plus 4 `ray.get` in 4 actors
      (goal: within 1.5x the floor);
   4. with --example: the distributed PPO example (examples/cartpole_ppo.py), wall time to evaluation
-     return 475 with 2 collectors vs 1.
+     return 475 with 2 collectors vs 1 (alternating, --example-seeds seeds each).
 
-Usage: python scripts/bench_events.py [--latency-samples 2000] [--burst 100000] [--repeats 5] [--example]
+Usage: python scripts/bench_events.py [--latency-samples 2000] [--burst 100000] [--repeats 5] [--example [--example-seeds 3]]
 """
 
 from __future__ import annotations
@@ -137,6 +137,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--example", action="store_true", help="also time examples/cartpole_ppo.py (minutes)")
+    parser.add_argument("--example-seeds", type=int, default=3)
     args = parser.parse_args()
 
     import ray
@@ -205,16 +206,29 @@ def main() -> None:
                  f"{o50 / f50:.2f}x floor (goal <= 1.5)"))
     ray.shutdown()
 
-    # 4. the distributed example, 2 collectors vs 1
+    # 4. the distributed example, 2 collectors vs 1, alternating, a few seeds
     if args.example:
+        times: dict[int, list[tuple[float, float]]] = {2: [], 1: []}
+        for seed in range(args.example_seeds):
+            for collectors in (2, 1):
+                proc = subprocess.run(
+                    [sys.executable, str(ROOT / "examples" / "cartpole_ppo.py"), str(2 + collectors), "--seed", str(seed)],
+                    capture_output=True, text=True, timeout=1800,
+                )
+                found = re.search(r"([\d.]+) s wall time since the evaluator started, ([\d.]+) s since launch", proc.stdout + proc.stderr)
+                if found:
+                    times[collectors].append((float(found.group(1)), float(found.group(2))))
+                else:
+                    print(f"seed {seed}, {collectors} collector(s): not solved (rc {proc.returncode})", file=sys.stderr)
         for collectors in (2, 1):
-            t = time.perf_counter()
-            proc = subprocess.run([sys.executable, str(ROOT / "examples" / "cartpole_ppo.py"), str(2 + collectors)],
-                                  capture_output=True, text=True, timeout=1800)
-            wall = time.perf_counter() - t
-            solved = re.search(r"reached (?:evaluation return|eval return|return) [\d.]+ .*?in ([\d.]+) ?s", proc.stdout + proc.stderr)
-            what = f"{float(solved.group(1)):.1f} s to 475 (process {wall:.0f} s)" if solved else f"not solved (rc {proc.returncode}, {wall:.0f} s)"
-            rows.append((f"examples/cartpole_ppo.py, {collectors} collector{'s' if collectors > 1 else ''}", what, ""))
+            ts = times[collectors]
+            if ts:
+                rows.append((
+                    f"examples/cartpole_ppo.py to eval return 475, {collectors} collector{'s' if collectors > 1 else ''}",
+                    f"median {statistics.median(t for t, _ in ts):.1f} s from evaluator start "
+                    f"({', '.join(f'{t:.1f}' for t, _ in ts)}); {statistics.median(x for _, x in ts):.1f} s from launch",
+                    f"{len(ts)} of {args.example_seeds} seeds solved",
+                ))
 
     width = max(len(r[0]) for r in rows)
     print(f"\nraytrain.framework events on a local Ray (num_cpus=2), {time.strftime('%Y-%m-%d %H:%M')}")

@@ -375,3 +375,28 @@ def test_wait_for_timeout_names_the_event(ray_session):
 def test_runner_rejects_a_bad_topology():
     with pytest.raises(FrameworkError, match="unknown topology 'ring'"):
         Parallel.runner(2, topology="ring")
+
+
+@pytest.mark.parametrize(
+    "example,workers,expect",
+    [
+        ("cartpole_ppo.py", 3, r"reached mean evaluation return [\d.]+ >= 475"),
+        ("agent_observer.py", 3, r"done: 10 rounds, best observer reward"),
+    ],
+)
+def test_the_examples_run_with_raytrain_run(ray_session, example, workers, expect):
+    """The shipped examples, launched like a user would: the PPO one reaches evaluation return 475."""
+    import re
+
+    import ray
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    proc = subprocess.run(
+        [sys.executable, "-m", "raytrain", "run", str(root / "examples" / example), "--main", "main", "--workers", str(workers)],
+        env=env, capture_output=True, text=True, timeout=400,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert re.search(expect, out, re.IGNORECASE), out[-4000:]
+    assert "(node.0 pid=" in out and "(node.2 pid=" in out
