@@ -1,4 +1,4 @@
-"""`raytrain cluster up|down|status|check|exec|dashboard FILE`."""
+"""`raytrain cluster up|down|status|check|exec|netcheck|dashboard FILE`."""
 
 from __future__ import annotations
 
@@ -71,7 +71,9 @@ def up(
             out.print(f"[{node}] {command}", markup=False)
         return
     if report.already_up:
-        err.print(f"cluster {cfg.name} is already up; nothing changed (use --restart to restart it)", markup=False)
+        mounted = [m.node for m in report.mounts if m.action == "mounted"]
+        changed = f"only mounted the share on {', '.join(mounted)}" if mounted else "nothing changed"
+        err.print(f"cluster {cfg.name} is already up; {changed} (use --restart to restart it)", markup=False)
     else:
         err.print(f"cluster {cfg.name} up in {report.seconds:.1f} s", markup=False)
     _print_status(cfg, lifecycle.status(cfg, runner))
@@ -141,6 +143,47 @@ def exec_(
     err.print(f"exit codes: {summary}", markup=False)
     if any(not r.ok for r in results):
         raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def netcheck(
+    file: FileArg,
+    set_: SetOption = None,
+    size_mb: float = typer.Option(64.0, "--size-mb", min=0.001, help="Size of the object moved each way."),
+    pings: int = typer.Option(50, min=1, help="Actor round trips per node."),
+    json_: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Latency and bandwidth between the head and each node, measured by moving objects through Ray."""
+    from raytrain.cluster.plan import env_prefix
+    from raytrain.errors import ClusterError
+
+    cfg = _load(file, set_)
+    command = (
+        f"{env_prefix(cfg)} RAY_ADDRESS={shlex.quote(cfg.address)} {shlex.quote(cfg.python_path)} "
+        f"-m raytrain.cluster.netcheck --size-mb {size_mb:g} --pings {pings}"
+    )
+    result = _runner(cfg).run(cfg.head, command, timeout=600)
+    if not result.ok:
+        raise ClusterError(f"netcheck failed on the head (is the cluster up?):\n  {result.describe()}")
+    rows = json.loads(result.stdout.strip().splitlines()[-1])
+    if json_:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    names = {n.ip: n.node_name for n in cfg.nodes}
+    table = Table(title=f"cluster {cfg.name}: head to each node through Ray ({size_mb:g} MB objects)", title_justify="left")
+    for col in ("node", "address", "round trip p50", "max", "head -> node", "node -> head"):
+        table.add_column(col, justify="left" if col in ("node", "address") else "right")
+    for r in rows:
+        name = names.get(r["node"], "?") + (" (head)" if r["head"] else "")
+        table.add_row(name, r["node"], f"{r['rtt_p50_ms']:.2f} ms", f"{r['rtt_max_ms']:.1f} ms",
+                      f"{r['head_to_node_mb_s']:,.0f} MB/s", f"{r['node_to_head_mb_s']:,.0f} MB/s")
+    out.print(table)
+    missing = sorted(set(names) - {r["node"] for r in rows})
+    if missing:
+        err.print(f"not measured (not alive in the cluster): {', '.join(names[m] for m in missing)}", style="yellow", markup=False)
 
 
 @app.command()

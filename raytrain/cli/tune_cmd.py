@@ -1,4 +1,4 @@
-"""`raytrain tune FILE` and `raytrain tune resume|status|plot EXPERIMENT_DIR`."""
+"""`raytrain tune FILE`, `raytrain tune resume|status|plot EXPERIMENT_DIR`, and submitted sweeps: logs|status|stop JOB."""
 
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ def run(
     cluster: ClusterOption = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check the sweep and print what Tune would get; start nothing."),
     name: str | None = typer.Option(None, "--name", help="Experiment name (overrides the file's `name`)."),
+    submit: bool = typer.Option(False, "--submit", help="With --cluster: run the sweep as a Ray Job on the head (this machine may disconnect)."),
 ) -> None:
     """Run a sweep: live trial table, then a leaderboard, best.yaml and plots in the experiment folder."""
     import yaml
@@ -55,6 +56,9 @@ def run(
     from raytrain.config.sweep_load import load_sweep
     from raytrain.tune.build import plan
 
+    if submit:
+        _submit(file, set_, cluster, name, address, dry_run)
+        return
     address = cluster_address(address, cluster)  # before Ray is imported: it reads the auth settings then
     overrides = list(set_ or [])
     if name:
@@ -80,6 +84,81 @@ def run(
     _report(exp_dir)
 
 
+def _submit(file, set_, cluster, name, address, dry_run) -> None:
+    import yaml
+
+    from raytrain.config.cluster import load_cluster
+    from raytrain.config.sweep_load import load_sweep
+    from raytrain.errors import UsageError
+    from raytrain.tune import jobs
+
+    if cluster is None or address:
+        raise UsageError("--submit runs the sweep as a job on a cluster: give --cluster FILE (not --address)")
+    cfg = load_cluster(cluster)
+    overrides = list(set_ or []) + ([f"name={name}"] if name else [])
+    loaded = load_sweep(file, overrides)  # every config error here, before anything reaches the cluster
+    say(loaded.notices + loaded.warnings)
+    if dry_run:
+        out.print(yaml.safe_dump(jobs.job_sweep(loaded), sort_keys=False).rstrip(), markup=False)
+        out.print(f"# would run on the head of {cfg.name}: {cfg.python_path} -m raytrain tune {jobs.SWEEP_FILE}", markup=False)
+        return
+    job_id = jobs.submit(cfg, loaded)
+    err.print(f"submitted sweep {loaded.name} to cluster {cfg.name} as job {job_id}", markup=False)
+    err.print(f"  follow:  raytrain tune logs {job_id} --cluster {cluster}", markup=False)
+    err.print(f"  status:  raytrain tune status {job_id} --cluster {cluster}", markup=False)
+    err.print(f"  stop:    raytrain tune stop {job_id} --cluster {cluster}", markup=False)
+    err.print(f"  results: {loaded.experiment_dir} (on the cluster's storage)", markup=False)
+    out.print(job_id, markup=False)
+
+
+def _cluster_cfg(cluster: Path | None, what: str):
+    from raytrain.config.cluster import load_cluster
+    from raytrain.errors import UsageError
+
+    if cluster is None:
+        raise UsageError(f"{what} needs --cluster FILE (the cluster the job was submitted to)")
+    return load_cluster(cluster)
+
+
+@app.command()
+@handle_errors
+def logs(
+    job_id: Annotated[str, typer.Argument(help="The job id `raytrain tune --submit` printed.")],
+    cluster: ClusterOption = None,
+    follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep printing until the job ends."),
+) -> None:
+    """Print the output of a submitted sweep (and follow it until it ends)."""
+    import sys
+
+    from raytrain.tune import jobs
+
+    cfg = _cluster_cfg(cluster, "tune logs")
+    for chunk in jobs.follow_logs(cfg, job_id, follow):
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+    if follow:
+        state = jobs.status(cfg, job_id)
+        err.print(f"job {job_id}: {state['status']}" + (f" ({state['message']})" if state["message"] else ""), markup=False)
+
+
+@app.command()
+@handle_errors
+def stop(
+    job_id: Annotated[str, typer.Argument(help="The job id `raytrain tune --submit` printed.")],
+    cluster: ClusterOption = None,
+) -> None:
+    """Stop a submitted sweep cleanly: Tune saves its state; continue it later with `raytrain tune resume`."""
+    from raytrain.tune import jobs
+
+    cfg = _cluster_cfg(cluster, "tune stop")
+    final = jobs.stop(cfg, job_id)
+    info = jobs.status(cfg, job_id)
+    err.print(f"job {job_id}: {final}", markup=False)
+    exp = info["metadata"].get("experiment_dir")
+    if exp:
+        err.print(f"continue it on the head with: raytrain tune resume {exp} --cluster {cluster}", markup=False)
+
+
 @app.command()
 @handle_errors
 def resume(
@@ -101,14 +180,23 @@ def resume(
 @app.command()
 @handle_errors
 def status(
-    experiment_dir: Annotated[Path, typer.Argument(help="The experiment folder.")],
+    target: Annotated[str | None, typer.Argument(metavar="EXPERIMENT_DIR|JOB_ID", help="The experiment folder, or with --cluster a job id (none: list the sweep jobs).")] = None,
+    cluster: ClusterOption = None,
     json_: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Read a sweep from storage (during or after the run, from any machine that mounts it)."""
+    """A sweep's trials read from storage (during or after the run), or a submitted sweep job's state."""
     from dataclasses import asdict
 
     from raytrain.tune.results import summarize
 
+    if cluster is not None and (target is None or not Path(target).is_dir()):
+        _job_status(cluster, target, json_)
+        return
+    if target is None:
+        from raytrain.errors import UsageError
+
+        raise UsageError("give the experiment folder (or --cluster FILE and a job id)")
+    experiment_dir = Path(target)
     meta, trials = summarize(experiment_dir)
     if json_:
         best = trials[0] if trials and trials[0].metric_last is not None else None
@@ -129,6 +217,28 @@ def plot_(experiment_dir: Annotated[Path, typer.Argument(help="The experiment fo
 
     for path in plot(experiment_dir):
         out.print(str(path), markup=False)
+
+
+def _job_status(cluster: Path, job_id: str | None, json_: bool) -> None:
+    from raytrain.tune import jobs
+
+    cfg = _cluster_cfg(cluster, "tune status JOB_ID")
+    if job_id is None:
+        rows = jobs.list_jobs(cfg)
+        if json_:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        for r in rows:
+            out.print(f"{r['job_id']}  {r['status']:<10} {r['sweep']}", markup=False)
+        return
+    info = jobs.status(cfg, job_id)
+    if json_:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    out.print(f"job {job_id}: {info['status']}" + (f" ({info['message']})" if info["message"] else ""), markup=False)
+    exp = info["metadata"].get("experiment_dir")
+    if exp:
+        out.print(f"experiment: {exp}  (raytrain tune status {exp}, where the storage is mounted)", markup=False)
 
 
 def _table(meta, trials) -> None:

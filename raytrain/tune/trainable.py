@@ -52,6 +52,13 @@ class RaytrainPPO(PPO):
         self._raytrain_tune_config = config if isinstance(config, dict) and TRIAL_KEY in config else None
         super().__init__(_ppo_config(config), *args, **kwargs)
 
+    def __repr__(self) -> str:
+        # Ray shows this on the dashboard's Actors page and before each line a trial prints:
+        # the trial's name tells the trials of a sweep apart (RLlib's repr is the same for all of them).
+        info = getattr(self, "_trial_info", None)
+        name = getattr(info, "trial_name", None) if info is not None else None
+        return f"RaytrainPPO({name})" if name else "RaytrainPPO"
+
     @classmethod
     def default_resource_request(cls, config):
         config = _ppo_config(config)

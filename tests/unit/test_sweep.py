@@ -1,6 +1,8 @@
 """Sweep files: schema, checks before anything starts, and the Tune objects each mode builds (golden)."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -239,3 +241,22 @@ def test_optuna_resume_when_the_study_is_ahead_of_the_searcher_state(tmp_path):
     resumed.on_trial_complete("b", {"m": 3.0, "training_iteration": 9})
     study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
     assert [(t.state.name, t.value) for t in study.trials] == [("COMPLETE", 5.0), ("COMPLETE", 3.0)]
+
+
+@pytest.mark.parametrize("config", ["ppo_pbt.yaml", "ppo_optuna.yaml"])
+def test_a_submitted_sweep_travels_as_one_yaml_that_loads_to_the_same_sweep(config, tmp_path):
+    """`tune --submit` ships the sweep with its base config embedded; the head must read the same sweep."""
+    import yaml
+
+    from raytrain.tune.jobs import job_sweep, submission_id
+
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    loaded = load_sweep(configs / config, ["name=sent"])
+    shipped = tmp_path / "sweep.yaml"
+    shipped.write_text(yaml.safe_dump(job_sweep(loaded), sort_keys=False))
+    again = load_sweep(shipped)
+    assert again.name == "sent"
+    assert again.base.config.to_yaml_dict() == loaded.base.config.to_yaml_dict()
+    assert plan(again)["param_space"] == plan(loaded)["param_space"]
+    assert plan(again)["scheduler"] == plan(loaded)["scheduler"]
+    assert re.fullmatch(r"raytrain-tune-sent-\d{8}-\d{6}", submission_id("sent"))

@@ -1,0 +1,195 @@
+"""Sweeps as Ray Jobs on a cluster's head (`raytrain tune ... --submit`): submit, follow, status, stop.
+
+The driver of a submitted sweep runs on the head, so the machine that submitted it may disconnect. Jobs go
+through the head's dashboard (Ray's job REST API, what `ray job submit` uses), with the cluster's token;
+a dashboard that listens only on the head's loopback is reached through an SSH tunnel for each command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+
+from raytrain.config.cluster import ClusterConfig
+from raytrain.errors import ClusterError, SweepError
+
+JOB_PREFIX = "raytrain-tune-"
+SWEEP_FILE = "sweep.yaml"
+
+
+def submission_id(name: str) -> str:
+    """Job ids name the sweep, so it is found on the dashboard's Jobs page."""
+    return f"{JOB_PREFIX}{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ClusterError(f"the SSH tunnel to the dashboard exited ({proc.returncode}): {proc.stderr.read().strip()[-500:]}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise ClusterError(f"the SSH tunnel to the dashboard did not open within {timeout_s:.0f} s")
+
+
+@contextlib.contextmanager
+def dashboard_url(cfg: ClusterConfig) -> Iterator[str]:
+    """The head's dashboard URL from this machine, through an SSH tunnel when it listens on the head's loopback."""
+    from raytrain.cluster.lifecycle import is_local_address
+    from raytrain.cluster.runner import LOCAL_HOSTS, ssh_argv
+
+    d = cfg.head.dashboard
+    if not d.enabled:
+        raise ClusterError(f"cluster {cfg.name} runs without a dashboard (head.dashboard.enabled: false): jobs need it")
+    loopback = d.host in ("127.0.0.1", "localhost", "::1")
+    if not loopback or cfg.head.host in LOCAL_HOSTS or is_local_address(cfg.head.ip):
+        host = cfg.head.ip if d.host in ("0.0.0.0", "::") else d.host
+        yield f"http://{host}:{d.port}"
+        return
+    port = _free_port()
+    argv = ssh_argv(cfg.head, cfg.ssh)
+    argv[1:1] = ["-N", "-o", "ExitOnForwardFailure=yes", "-L", f"{port}:127.0.0.1:{d.port}"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_port(port, proc, cfg.ssh.connect_timeout + 10)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def client(cfg: ClusterConfig):
+    """A JobSubmissionClient for the cluster's head, authenticated with the cluster's token."""
+    from raytrain.cluster.lifecycle import local_token_path
+
+    headers = {}
+    if cfg.auth.mode == "token":
+        path = local_token_path(cfg)
+        if not path.exists():
+            raise ClusterError(f"no token for cluster {cfg.name} at {path}: run `raytrain cluster up` from this machine first")
+        headers["Authorization"] = f"Bearer {path.read_text().strip()}"
+    with dashboard_url(cfg) as url:
+        from ray.job_submission import JobSubmissionClient
+
+        try:
+            yield JobSubmissionClient(url, headers=headers)
+        except ConnectionError as e:
+            raise ClusterError(f"cannot reach the dashboard of cluster {cfg.name} at {url}: {e}") from None
+
+
+def job_sweep(loaded) -> dict:
+    """The sweep as one self-contained YAML (base config embedded, overrides applied) for the job's folder."""
+    data = loaded.sweep.model_dump(mode="json", exclude_none=True)
+    data.pop("base", None)
+    data.pop("set", None)  # already applied to the embedded config
+    data["name"] = loaded.name
+    data["train"] = loaded.base.config.to_yaml_dict()
+    return data
+
+
+def submit(cfg: ClusterConfig, loaded) -> str:
+    """Submit the sweep as a Ray Job whose driver runs `raytrain tune` on the head; return its id."""
+    job_id = submission_id(loaded.name)
+    with tempfile.TemporaryDirectory(prefix="raytrain-job-") as folder:
+        Path(folder, SWEEP_FILE).write_text(
+            f"# raytrain tune --submit: the sweep {loaded.name}, base config embedded\n"
+            + yaml.safe_dump(job_sweep(loaded), sort_keys=False)
+        )
+        entrypoint = f"{shlex.quote(cfg.python_path)} -m raytrain tune {SWEEP_FILE}"
+        with client(cfg) as jobs:
+            try:
+                return jobs.submit_job(
+                    entrypoint=entrypoint,
+                    submission_id=job_id,
+                    runtime_env={"working_dir": folder},
+                    metadata={"raytrain_sweep": loaded.name, "experiment_dir": str(loaded.experiment_dir)},
+                )
+            except RuntimeError as e:
+                raise SweepError(f"the head refused the job: {e}") from None
+
+
+def status(cfg: ClusterConfig, job_id: str) -> dict:
+    with client(cfg) as jobs:
+        info = _info(jobs, job_id, cfg)
+    return {
+        "job_id": job_id,
+        "status": str(info.status.value if hasattr(info.status, "value") else info.status),
+        "message": info.message,
+        "entrypoint": info.entrypoint,
+        "start_time": info.start_time,
+        "end_time": info.end_time,
+        "metadata": info.metadata or {},
+    }
+
+
+def _info(jobs, job_id: str, cfg: ClusterConfig):
+    try:
+        return jobs.get_job_info(job_id)
+    except RuntimeError as e:
+        if "404" in str(e) or "does not exist" in str(e):
+            known = [j.submission_id for j in jobs.list_jobs() if (j.submission_id or "").startswith(JOB_PREFIX)]
+            raise SweepError(f"no job {job_id} on cluster {cfg.name}; sweep jobs there: {', '.join(known) or 'none'}") from None
+        raise
+
+
+def list_jobs(cfg: ClusterConfig) -> list[dict]:
+    with client(cfg) as jobs:
+        rows = [j for j in jobs.list_jobs() if (j.submission_id or "").startswith(JOB_PREFIX)]
+    return [{"job_id": j.submission_id, "status": str(j.status.value), "start_time": j.start_time,
+             "sweep": (j.metadata or {}).get("raytrain_sweep", "")} for j in sorted(rows, key=lambda j: j.start_time or 0)]
+
+
+def follow_logs(cfg: ClusterConfig, job_id: str, follow: bool = True) -> Iterator[str]:
+    """The job's output so far and, with `follow`, until it ends."""
+    import asyncio
+
+    with client(cfg) as jobs:
+        _info(jobs, job_id, cfg)
+        if not follow:
+            yield jobs.get_job_logs(job_id)
+            return
+
+        loop = asyncio.new_event_loop()
+        try:
+            agen = jobs.tail_job_logs(job_id).__aiter__()
+            while True:
+                try:
+                    chunk = loop.run_until_complete(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+                yield chunk
+        finally:
+            loop.close()
+
+
+def stop(cfg: ClusterConfig, job_id: str, timeout_s: float = 120) -> str:
+    """Stop the job (its `raytrain tune` gets SIGTERM and saves the experiment state); return the final status."""
+    with client(cfg) as jobs:
+        _info(jobs, job_id, cfg)
+        jobs.stop_job(job_id)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            state = str(jobs.get_job_status(job_id).value)
+            if state in ("STOPPED", "SUCCEEDED", "FAILED"):
+                return state
+            time.sleep(0.5)
+    raise SweepError(f"job {job_id} did not stop within {timeout_s:.0f} s")
