@@ -77,6 +77,10 @@ def up(
     else:
         err.print(f"cluster {cfg.name} up in {report.seconds:.1f} s", markup=False)
     _print_status(cfg, lifecycle.status(cfg, runner))
+    if cfg.head.dashboard.enabled and cfg.auth.mode == "token":
+        # The path, never the token itself: output ends up in logs and terminals others read.
+        out.print(f"dashboard login: paste the token from ~/.raytrain/clusters/{cfg.name}/auth_token "
+                  "into its \"Authentication Token Required\" box", markup=False)
     err.print("ports to open between the nodes: " + ", ".join(f"{p} ({what})" for p, what in plan.firewall_ports(cfg)), markup=False)
 
 
