@@ -99,9 +99,13 @@ def _check_storage(cfg: ClusterConfig, runner: Runner, workers: list[NodeConfig]
     finally:
         runner.run(cfg.head, plan.remove_marker(path, token), timeout=30)
     if bad and not isinstance(runner, DryRunner):
+        fix = f"Mount the shared (NFS) directory at {path} on every node."
+        if cfg.storage.nfs is not None:
+            fix = (f"`raytrain cluster up` mounts {plan.nfs_share(cfg)} at {cfg.storage.mount_point} where nothing "
+                   "is mounted yet: is another file system mounted there?")
         return [
             f"storage.path {path} is not the same shared directory on {', '.join(bad)}: a marker written on the "
-            f"head is not there. Mount the shared (NFS) directory at {path} on every node."
+            f"head is not there. {fix}"
         ]
     return []
 
@@ -128,11 +132,67 @@ def ensure_token(cfg: ClusterConfig) -> str:
 
 
 @dataclass
+class MountResult:
+    """What the mount step did on one node."""
+
+    node: str
+    action: str
+    """`mounted`, `already mounted`, `would mount` (dry run) or `nfs server` (uses the export in place)."""
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.action} {self.detail}"
+
+
+def mount_storage(cfg: ClusterConfig, runner: Runner, *, on_step=lambda text: None) -> list[MountResult]:
+    """Mount `storage.nfs` on every node where nothing is mounted at the mount point yet, in parallel.
+
+    Nodes where something is mounted there are left alone (and what is mounted is reported). Raises
+    ClusterError naming every node that failed, with the exact command, its exit code and stderr.
+    """
+    nfs = cfg.storage.nfs
+    if nfs is None:
+        return []
+    dry = isinstance(runner, DryRunner)
+    point, share = cfg.storage.mount_point, plan.nfs_share(cfg)
+
+    def one(node: NodeConfig) -> MountResult | CommandResult:
+        if plan.is_nfs_server(cfg, node):
+            return MountResult(node.node_name, "nfs server", f"(uses {nfs.export} in place)")
+        probe = runner.run(node, plan.nfs_probe(cfg), timeout=cfg.ssh.connect_timeout + 30)
+        if not dry and probe.ok:
+            mounted = "; ".join(probe.stdout.strip().splitlines()) or "?"
+            return MountResult(node.node_name, "already mounted", f"{point} ({mounted})")
+        if not dry and probe.returncode != 1:  # findmnt exits 1 when nothing is mounted there
+            return probe
+        res = runner.run(node, plan.nfs_mount(cfg), timeout=cfg.ssh.connect_timeout + nfs.mount_timeout_s)
+        if not res.ok:
+            return res
+        return MountResult(node.node_name, "would mount" if dry else "mounted", f"{share} at {point}")
+
+    on_step(f"storage: mounting {share} at {point} where it is not mounted yet")
+    results = parallel(one, cfg.nodes)
+    done = [r for r in results if isinstance(r, MountResult)]
+    for r in done:
+        on_step(f"  {r}")
+    failed = [r for r in results if isinstance(r, CommandResult)]
+    if failed:
+        others = f"\n  (the other nodes are left as they are: {'; '.join(map(str, done))})" if done else ""
+        raise ClusterError(
+            f"could not mount the NFS share {share} at {point}, nothing was started:\n  "
+            + "\n  ".join(r.describe() for r in failed) + others
+        )
+    return done
+
+
+@dataclass
 class UpReport:
     already_up: bool
     nodes: list[dict]
     seconds: float
     commands: list[tuple[str, str]] = field(default_factory=list)
+    mounts: list[MountResult] = field(default_factory=list)
+    """What the NFS mount step did per node (empty without `storage.nfs`)."""
 
 
 def _install_token(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig]) -> None:
@@ -172,11 +232,13 @@ def _wait_alive(cfg: ClusterConfig, runner: Runner) -> list[dict]:
 def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: bool = True, on_step=lambda text: None) -> UpReport:
     """Start the head, then every worker in parallel; wait until all are alive. All or nothing.
 
-    On a cluster that is up, changes nothing; on one whose head is up but some workers are not (a worker
-    host rebooted), starts just those workers.
+    With `storage.nfs`, first mounts the share on every node where it is not mounted yet (before the
+    preflight checks that storage.path is shared). On a cluster that is up, starts nothing; on one whose
+    head is up but some workers are not (a worker host rebooted), starts just those workers.
     """
     t0 = time.perf_counter()
     dry = isinstance(runner, DryRunner)
+    mounts = mount_storage(cfg, runner, on_step=on_step)
     to_start = list(cfg.nodes)
     if not dry:
         nodes = _alive(cfg, runner)
@@ -189,7 +251,7 @@ def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: 
             else:
                 to_start = [w for w in cfg.workers if w.ip not in alive_ips]
                 if not to_start:
-                    return UpReport(True, nodes, time.perf_counter() - t0)
+                    return UpReport(True, nodes, time.perf_counter() - t0, mounts=mounts)
                 on_step(f"the head is up; starting the missing worker(s): {', '.join(w.node_name for w in to_start)}")
     head_needed = cfg.head in to_start
     if preflight:
@@ -215,8 +277,8 @@ def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: 
         if failed:
             raise ClusterError("worker(s) failed to start:\n  " + "\n  ".join(r.describe() for r in failed))
         if dry:
-            return UpReport(False, [], time.perf_counter() - t0, list(runner.commands))
-        return UpReport(False, _wait_alive(cfg, runner), time.perf_counter() - t0)
+            return UpReport(False, [], time.perf_counter() - t0, list(runner.commands), mounts)
+        return UpReport(False, _wait_alive(cfg, runner), time.perf_counter() - t0, mounts=mounts)
     except BaseException:
         if started and not dry:
             on_step("failed: stopping what was started")

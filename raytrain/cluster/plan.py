@@ -7,6 +7,7 @@ import posixpath
 import shlex
 
 from raytrain.config.cluster import ClusterConfig, NodeConfig
+from raytrain.errors import ConfigError
 
 PROBE = (
     "import json, platform, socket, sys\n"
@@ -108,6 +109,48 @@ def read_marker(path: str, token: str) -> str:
 
 def remove_marker(path: str, token: str) -> str:
     return f"rm -f {shlex.quote(posixpath.join(path, '.raytrain_shared_check_' + token))}"
+
+
+DEFAULT_EXPORT = "/nfsroot"
+DEFAULT_EXPORT_OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
+
+
+def nfs_share(cfg: ClusterConfig) -> str:
+    """`SERVER:EXPORT`, the source of the mount."""
+    return f"{cfg.storage.nfs.server}:{cfg.storage.nfs.export}"
+
+
+def nfs_probe(cfg: ClusterConfig) -> str:
+    """Prints what is mounted at the mount point (`SOURCE FSTYPE`); exits 1 when nothing is."""
+    return f"findmnt -n -o SOURCE,FSTYPE --mountpoint {shlex.quote(cfg.storage.mount_point)}"
+
+
+def nfs_mount(cfg: ClusterConfig) -> str:
+    """The mount itself, as a lab's admin would type it (needs root: `storage.nfs.sudo` adds `sudo -n`)."""
+    nfs, point = cfg.storage.nfs, shlex.quote(cfg.storage.mount_point)
+    sudo = "sudo -n " if nfs.sudo else ""
+    return f"{sudo}mkdir -p {point} && {sudo}mount -t nfs -o {shlex.quote(nfs.options)} {shlex.quote(nfs_share(cfg))} {point}"
+
+
+def is_nfs_server(cfg: ClusterConfig, node: NodeConfig) -> bool:
+    """Whether `node` is the NFS server and uses the export directory in place (no mount of its own share)."""
+    nfs = cfg.storage.nfs
+    return nfs.server in (node.host, node.ip) and posixpath.normpath(cfg.storage.mount_point) == posixpath.normpath(nfs.export)
+
+
+def exports_line(cfg: ClusterConfig, export: str | None = None, options: str | None = None) -> str:
+    """The server's /etc/exports line: the export directory, then each node's address (once) with its options.
+
+    Never `*`: only the cluster's nodes may mount the share.
+    """
+    nfs = cfg.storage.nfs
+    export = export or (nfs.export if nfs else DEFAULT_EXPORT)
+    options = options or (nfs.export_options if nfs else DEFAULT_EXPORT_OPTIONS)
+    addresses = list(dict.fromkeys(node.ip for node in cfg.nodes))
+    wild = [a for a in addresses if any(c in a for c in "*?[]")]
+    if wild:
+        raise ConfigError(f"a node address is a wildcard ({', '.join(wild)}): give each node's own address")
+    return f"{export} " + " ".join(f"{address}({options})" for address in addresses)
 
 
 NODES_SCRIPT = (

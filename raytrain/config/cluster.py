@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -120,11 +121,59 @@ class PortsConfig(_Section):
     """Ray Client server port on the head."""
 
 
+# An option list for `mount -o` or an /etc/exports entry: no spaces, quotes or shell syntax.
+OPTIONS_RE = re.compile(r"^[A-Za-z0-9_=.,:/+-]+$")
+_SERVER = re.compile(r"^([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])$")
+
+
+class NFSConfig(_Section):
+    """An NFS share that `raytrain cluster up` mounts on every node where it is not mounted yet."""
+
+    server: str
+    """The NFS server's address or hostname as the nodes reach it (an IPv6 address in brackets)."""
+    export: str
+    """The exported directory on the server, e.g. `/nfsroot` (the share is `SERVER:EXPORT`)."""
+    options: str = "nolock"
+    """Mount options (`mount -t nfs -o OPTIONS`)."""
+    export_options: str = "rw,sync,no_subtree_check,no_root_squash"
+    """Options of each node in the server's /etc/exports line (`raytrain nfs exports`)."""
+    mount_point: str | None = None
+    """Where the share is mounted on every node (default: `storage.path`); `storage.path` must be in it."""
+    sudo: bool = False
+    """Run `mkdir` and `mount` through `sudo -n` (the SSH user is not root and may sudo without a password)."""
+    mount_timeout_s: float = Field(60, gt=0)
+    """Seconds a mount may take on a node before it counts as failed."""
+
+    @field_validator("export", "mount_point")
+    @classmethod
+    def _absolute(cls, value):
+        # Used on remote nodes and quoted there: `~` would not be expanded.
+        if value is not None and not value.startswith("/"):
+            raise ValueError("must be an absolute path (starting with /)")
+        return value
+
+    @field_validator("server")
+    @classmethod
+    def _server(cls, value):
+        if not _SERVER.match(value):
+            raise ValueError("must be a hostname or an address (an IPv6 address in brackets)")
+        return value
+
+    @field_validator("options", "export_options")
+    @classmethod
+    def _options(cls, value):
+        if not OPTIONS_RE.match(value):
+            raise ValueError("must be a comma-separated option list without spaces or quotes")
+        return value
+
+
 class StorageConfig(_Section):
     """The shared checkpoint directory."""
 
     path: str | None = None
     """Absolute path of the shared (NFS) directory, the same on every node."""
+    nfs: NFSConfig | None = None
+    """The NFS share to mount at `path` (or `nfs.mount_point`) on every node; without it, mounting is up to you."""
 
     @field_validator("path")
     @classmethod
@@ -132,6 +181,26 @@ class StorageConfig(_Section):
         if value is not None and not os.path.isabs(os.path.expanduser(value)):
             raise ValueError(f"must be an absolute path, got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _nfs_needs_path(self):
+        if self.nfs is None:
+            return self
+        if self.path is None or not self.path.startswith("/"):
+            raise ValueError("storage.nfs needs storage.path, the checkpoint directory on the share, starting with /")
+        mount_point = self.nfs.mount_point
+        if mount_point is not None:
+            inside = os.path.normpath(self.path) + "/"
+            if not inside.startswith(os.path.normpath(mount_point).rstrip("/") + "/"):
+                raise ValueError(f"storage.path {self.path} is not inside nfs.mount_point {mount_point}")
+        return self
+
+    @property
+    def mount_point(self) -> str | None:
+        """Where the NFS share is mounted on every node (None without `nfs`)."""
+        if self.nfs is None:
+            return None
+        return self.nfs.mount_point or self.path
 
 
 class AuthConfig(_Section):
