@@ -57,7 +57,7 @@ def measure(size_mb: float = 64.0, pings: int = 50) -> list[dict]:
     nbytes = int(size_mb * 2**20)
     rows = []
     for node in sorted(nodes, key=lambda n: (n is not head, n["NodeManagerAddress"])):
-        probe = head_probe if node is head else probe_on(node)
+        probe = probe_on(node)  # on the head too: an actor must not wait on a call to itself
         rtt = ray.get(probe.round_trips.remote(head_probe, pings))
         to_node = ray.get(probe.fetch.remote(ray.get(head_probe.make.remote(nbytes))))
         to_head = ray.get(head_probe.fetch.remote(ray.get(probe.make.remote(nbytes))))
@@ -71,8 +71,7 @@ def measure(size_mb: float = 64.0, pings: int = 50) -> list[dict]:
             "node_to_head_mb_s": size_mb / to_head if to_head > 0 else float("inf"),
             "size_mb": size_mb,
         })
-        if probe is not head_probe:
-            ray.kill(probe)
+        ray.kill(probe)
     ray.kill(head_probe)
     return rows
 

@@ -49,15 +49,21 @@ class RaytrainPPO(PPO):
     """PPO for Tune with raytrain trial configs, raytrain's metric state in checkpoints, and PBT-safe lr."""
 
     def __init__(self, config=None, *args, **kwargs):
-        self._raytrain_tune_config = config if isinstance(config, dict) and TRIAL_KEY in config else None
+        from ray.tune.result import TRIAL_INFO
+
+        self._raytrain_tune_config = {TRIAL_KEY: config[TRIAL_KEY]} if isinstance(config, dict) and TRIAL_KEY in config else None
+        # Tune passes the trial's name and id inside the config; RLlib's config conversion drops them, so
+        # Trainable.trial_name would be "default". Keep them.
+        trial_info = config.get(TRIAL_INFO) if isinstance(config, dict) else None
         super().__init__(_ppo_config(config), *args, **kwargs)
+        if trial_info is not None and getattr(self, "_trial_info", None) is None:
+            self._trial_info = trial_info
 
     def __repr__(self) -> str:
         # Ray shows this on the dashboard's Actors page and before each line a trial prints:
         # the trial's name tells the trials of a sweep apart (RLlib's repr is the same for all of them).
         info = getattr(self, "_trial_info", None)
-        name = getattr(info, "trial_name", None) if info is not None else None
-        return f"RaytrainPPO({name})" if name else "RaytrainPPO"
+        return f"RaytrainPPO({info.trial_name})" if info is not None else "RaytrainPPO"
 
     @classmethod
     def default_resource_request(cls, config):
