@@ -278,3 +278,18 @@ def test_netcheck_measures_every_node_through_ray(lab, cluster):
     assert all(r["rtt_p50_ms"] > 0 and r["head_to_node_mb_s"] > 0 and r["node_to_head_mb_s"] > 0 for r in rows_)
     table = raytrain("cluster", "netcheck", str(cluster), "--size-mb", "8", "--pings", "10")
     assert "head -> node" in table.stdout and "w2" in table.stdout
+
+
+def test_raytrain_run_spreads_framework_nodes_over_the_hosts(lab, cluster):
+    """`raytrain run --cluster` on the head: the agent/observer example's nodes land on several hosts."""
+    import re
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "agent_observer.py"
+    run = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain run {example} --main main --workers 3 --cluster {cluster}",
+                 timeout=600)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    assert "done: 10 rounds" in out
+    # Ray prefixes the lines of nodes on other machines with their address.
+    elsewhere = set(re.findall(r"\(node\.\d+ pid=\d+, ip=([\d.]+)\)", out)) - {lab.ip["head"]}
+    assert elsewhere and elsewhere <= {lab.ip["w1"], lab.ip["w2"]}, out[-3000:]
