@@ -10,6 +10,7 @@ through NFS.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -145,18 +146,17 @@ def test_pbt_sweep_runs_on_every_host_and_exploits_across_hosts(lab, nfs, cluste
         return config["raytrain"]["overrides"]
 
     # Each exploit ([target tag, source tag, target iteration, source iteration, source config, new config])
-    # continued the target from a checkpoint the source trial wrote.
-    for _, _, _, _, source_config, new_config in exploits:
-        restored = [
-            (name, row) for name, r in trials.items() for row in r
-            if row["iterations_since_restore"] == 1 and row["training_iteration"] > 1 and overrides(row["config"]) == overrides(new_config)
-        ]
-        assert restored, f"no trial continued with the exploited config {overrides(new_config)}"
-        target, row = restored[0]
-        assert any(
-            r["training_iteration"] == row["training_iteration"] - 1 and overrides(r["config"]) == overrides(source_config)
-            for name, rs in trials.items() if name != target for r in rs
-        ), f"no other trial wrote the checkpoint {target} restored at iteration {row['training_iteration'] - 1}"
+    # continued the target trial (found by the seed in its tag) with the new config, from the source's
+    # checkpoint: the first exploit brings the source's seed into the target.
+    def seed(tag):
+        return int(re.search(r"experiment_seed=(\d+)", tag).group(1))
+
+    for i, (target_tag, source_tag, _, _, _, new_config) in enumerate(exploits):
+        target = next(name for name, r in trials.items() if overrides(r[0]["config"])["experiment.seed"] == seed(target_tag))
+        assert any(row["iterations_since_restore"] == 1 and overrides(row["config"]) == overrides(new_config)
+                   for row in trials[target]), f"{target} did not continue with the exploited config {overrides(new_config)}"
+        if i == 0:
+            assert overrides(new_config)["experiment.seed"] == seed(source_tag) != seed(target_tag)
     # PBT pauses trials at each perturbation and they continue wherever a CPU is free, from checkpoints on the
     # share: over the run, checkpoints written on one host were restored on another.
     moved = []
@@ -289,7 +289,6 @@ def test_netcheck_measures_every_node_through_ray(lab, cluster):
 
 def test_raytrain_run_spreads_framework_nodes_over_the_hosts(lab, cluster):
     """`raytrain run --cluster` on the head: the agent/observer example's nodes land on several hosts."""
-    import re
 
     example = Path(__file__).resolve().parents[2] / "examples" / "agent_observer.py"
     run = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain run {example} --main main --workers 3 --cluster {cluster}",
