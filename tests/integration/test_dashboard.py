@@ -58,12 +58,17 @@ def raytrain(*args, timeout=300) -> subprocess.CompletedProcess:
                           env=env)
 
 
-def browser_missing() -> str | None:
+def cannot_install_browser() -> str | None:
+    """Why this machine cannot get a headless browser (no root apt-get while chromium is missing), else None."""
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()) and (os.geteuid() != 0 or not shutil.which("apt-get")):
+        return f"{CHROMIUM} or {CHROMEDRIVER} missing and no root apt-get to install them"
+    return None
+
+
+def install_browser() -> str | None:
     """Install Debian's chromium and chromium-driver and the selenium package when missing; None when ready,
-    else why they could not be installed."""
+    else why the installation failed (a failure of the test, not a reason to skip it)."""
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        if os.geteuid() != 0 or not shutil.which("apt-get"):
-            return f"{CHROMIUM} or {CHROMEDRIVER} missing and no root apt-get to install them"
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         install = ["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=600", "chromium", "chromium-driver"]
         try:
@@ -98,9 +103,12 @@ def artifacts(tmp_path_factory) -> Path:
 def lab(tmp_path_factory):
     if WHY_NOT:
         pytest.skip(f"cannot create namespaced hosts on this machine: {WHY_NOT}")
-    why = browser_missing()  # before the lab, so a machine without a browser skips at once
+    why = cannot_install_browser()  # before the lab, so a machine that cannot have a browser skips at once
     if why:
-        pytest.skip(f"no headless browser: {why}")
+        pytest.skip(f"no headless browser can be installed here: {why}")
+    failed = install_browser()
+    if failed:
+        pytest.fail(f"could not install the headless browser: {failed}")
     lab = HostLab(tmp_path_factory.mktemp("dashlab"), names=("head", "w1"))
     lab.up()
     try:
