@@ -37,6 +37,19 @@ while :; do sleep 3600 & wait $!; done
 """
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+CLEAN_ENV = "env " + " ".join(f"-u {k}" for k in os.environ if k.startswith("RAY_"))
+"""Prefix for commands on a lab host: none of this machine's RAY_* settings leak into them."""
+
+
+def raytrain(*args, timeout=300) -> subprocess.CompletedProcess:
+    """`python -m raytrain ARGS` from this machine (the "laptop"), without this machine's RAY_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=ROOT)
+
+
 def _run(argv, check=True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .hostlab import HostLab, can_create_namespaces, plain_venv, venv_with_ray
+from .hostlab import CLEAN_ENV, HostLab, can_create_namespaces, plain_venv, raytrain, venv_with_ray
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
 
@@ -53,9 +53,6 @@ def cluster_file(lab: HostLab, tmp_path: Path, name: str, **extra) -> Path:
     return path
 
 
-def raytrain(*args, timeout=300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def ray_processes(lab: HostLab) -> dict[str, list[str]]:
@@ -91,8 +88,7 @@ def test_up_status_train_down(lab, tmp_path):
         # Not a node of the cluster: a clear error, not Ray's crash on a missing raylet socket.
         here = raytrain("train", str(train_cfg), "--cluster", str(path))
         assert here.returncode == 1 and "not a node of cluster lab3" in here.stderr
-        clean_env = "env " + " ".join(f"-u {k}" for k in os.environ if k.startswith("RAY_"))
-        train = lab.on("head", f"{clean_env} {sys.executable} -m raytrain train {train_cfg} --cluster {path}", timeout=300)
+        train = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain train {train_cfg} --cluster {path}", timeout=300)
         assert train.returncode == 0, train.stderr[-4000:]
         run = Path(train.stdout.strip().splitlines()[-1])
         row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
@@ -185,8 +181,7 @@ def test_worker_with_another_ray_fails_check_and_up_naming_it(lab, tmp_path):
 def test_default_local_cluster_file_on_a_fresh_host(lab, tmp_path):
     """configs/cluster.yaml (a head on localhost, no SSH) works as shipped, run on one lab host's console."""
     config = Path(__file__).resolve().parents[2] / "configs" / "cluster.yaml"
-    clean_env = "env " + " ".join(f"-u {k}" for k in os.environ if k.startswith("RAY_"))
-    py = f"{clean_env} {sys.executable} -m raytrain"
+    py = f"{CLEAN_ENV} {sys.executable} -m raytrain"
     try:
         up = lab.on("w1", f"{py} cluster up {config}", timeout=180)
         assert up.returncode == 0, up.stderr[-3000:]
@@ -215,12 +210,11 @@ def test_tune_refuses_storage_that_a_node_does_not_share(lab, tmp_path):
     )
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(f"name: shared_check\nbase: base.yaml\ncheckpoint: {{storage_path: {shared / 'sweeps'}}}\n")
-    clean_env = "env " + " ".join(f"-u {k}" for k in os.environ if k.startswith("RAY_"))
     try:
         up = raytrain("cluster", "up", str(path))
         assert up.returncode == 0, up.stderr[-3000:]
         assert lab.on("w1", f"mount --bind {private} {shared}").returncode == 0
-        tune = lab.on("head", f"{clean_env} {sys.executable} -m raytrain tune {sweep} --cluster {path}", timeout=300)
+        tune = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain tune {sweep} --cluster {path}", timeout=300)
         assert tune.returncode == 1, tune.stdout[-2000:] + tune.stderr[-2000:]
         assert "is not the same shared directory on every node" in tune.stderr
         assert lab.ip["w1"] in tune.stderr and lab.ip["w2"] not in tune.stderr.split("do not see")[1]

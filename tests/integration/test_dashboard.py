@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from .hostlab import HostLab, can_create_namespaces
+from .conftest import tiny_base
+from .hostlab import HostLab, can_create_namespaces, raytrain
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost, pytest.mark.timeout(1800)]
 
@@ -41,21 +42,8 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 PAGE_WAIT_S = 120  # one page rendering its data; generous because other clusters share the CPUs
 JOB_WAIT_S = 420  # the tiny sweep, from submission to SUCCEEDED
 
-BASE = """
-experiment: {name: tiny, seed: 1}
-environment: {env: CartPole-v1}
-env_runners: {num_env_runners: 0, num_envs_per_env_runner: 2}
-training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1, lr: 0.001}
-model: {fcnet_hiddens: [16]}
-resources: {num_cpus_for_main_process: 1}
-stop: {training_iteration: 3}
-"""
 
 
-def raytrain(*args, timeout=300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
 
 
 def cannot_install_browser() -> str | None:
@@ -286,7 +274,7 @@ def test_the_dashboard_shows_the_nodes_and_the_submitted_sweep(lab, cluster, art
     head_ip, w1_ip = lab.ip["head"], lab.ip["w1"]
 
     # A tiny sweep submitted from this machine (not a node of the cluster) as a Ray Job.
-    (tmp_path / "base.yaml").write_text(BASE)
+    (tmp_path / "base.yaml").write_text(tiny_base(3, 1))
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
         f"base: base.yaml\nname: {SWEEP}\ncheckpoint: {{storage_path: {lab.root / 'shared' / 'sweeps'}}}\n"

@@ -9,7 +9,6 @@ through NFS.
 """
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,28 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from .hostlab import HostLab, can_create_namespaces
+from .conftest import tiny_base
+from .hostlab import CLEAN_ENV, HostLab, can_create_namespaces, raytrain
 from .nfslab import NFSLab, cannot_serve_nfs
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
 
 WHY_NOT = can_create_namespaces() or cannot_serve_nfs()
-CLEAN_ENV = "env " + " ".join(f"-u {k}" for k in os.environ if k.startswith("RAY_"))
-
-BASE = """
-experiment: {name: tiny, seed: 1}
-environment: {env: CartPole-v1}
-env_runners: {num_env_runners: 0, num_envs_per_env_runner: 2}
-training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1, lr: 0.001}
-model: {fcnet_hiddens: [16]}
-resources: {num_cpus_for_main_process: 1}
-stop: {training_iteration: STOP}
-"""
 
 
-def raytrain(*args, timeout=300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=timeout, env=env)
+
 
 
 def rows(trial_dir: Path) -> list[dict]:
@@ -110,7 +97,7 @@ def cluster(lab, nfs, tmp_path_factory):
 
 
 def sweep_file(folder: Path, lab: HostLab, text: str, stop: int) -> Path:
-    (folder / "base.yaml").write_text(BASE.replace("STOP", str(stop)))
+    (folder / "base.yaml").write_text(tiny_base(stop, 1))
     path = folder / "sweep.yaml"
     path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {on_hosts(lab) / 'sweeps'}, frequency: 1, num_to_keep: 3}}\n" + text)
     return path

@@ -6,19 +6,16 @@ The hosts share this machine's root file system, so every check that a file is o
 server's export directory, and checks that the same path on this machine (no mount) does not have it.
 """
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from .hostlab import HostLab, can_create_namespaces
+from .hostlab import ROOT, HostLab, can_create_namespaces, raytrain
 from .nfslab import NFSLab, cannot_serve_nfs
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
 
-ROOT = Path(__file__).resolve().parents[2]
 WHY_NOT = can_create_namespaces() or cannot_serve_nfs()
 OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
 
@@ -55,9 +52,6 @@ def cluster_file(lab: HostLab, tmp_path: Path, name: str, storage: str) -> Path:
     return path
 
 
-def raytrain(*args, timeout=300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
 def ray_processes(lab: HostLab) -> dict[str, list[str]]:

@@ -10,19 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import invoke
+from .conftest import invoke, tiny_base
 
 pytestmark = pytest.mark.integration
 
-BASE = """
-experiment: {name: tiny, seed: 1}
-environment: {env: CartPole-v1}
-env_runners: {num_env_runners: 0, num_envs_per_env_runner: 2}
-training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1, lr: 0.001}
-model: {fcnet_hiddens: [16]}
-resources: {num_cpus_for_main_process: 0.5}
-stop: {training_iteration: STOP}
-"""
 
 
 def rows(trial_dir: Path) -> list[dict]:
@@ -32,7 +23,7 @@ def rows(trial_dir: Path) -> list[dict]:
 @pytest.fixture
 def workdir(tmp_path):
     def write(sweep: str, stop: int = 6) -> Path:
-        (tmp_path / "base.yaml").write_text(BASE.replace("STOP", str(stop)))
+        (tmp_path / "base.yaml").write_text(tiny_base(stop, 0.5))
         path = tmp_path / "sweep.yaml"
         path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}, frequency: 1}}\n" + sweep)
         return path
