@@ -151,9 +151,8 @@ def stop(
     from raytrain.tune import jobs
 
     cfg = _cluster_cfg(cluster, "tune stop")
-    final = jobs.stop(cfg, job_id)
-    info = jobs.status(cfg, job_id)
-    err.print(f"job {job_id}: {final}", markup=False)
+    info = jobs.stop(cfg, job_id)
+    err.print(f"job {job_id}: {info['status']}", markup=False)
     exp = info["metadata"].get("experiment_dir")
     if exp:
         err.print(f"continue it on the head with: raytrain tune resume {exp} --cluster {cluster}", markup=False)

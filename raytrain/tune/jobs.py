@@ -129,7 +129,10 @@ def submit(cfg: ClusterConfig, loaded) -> str:
 
 def status(cfg: ClusterConfig, job_id: str) -> dict:
     with client(cfg) as jobs:
-        info = _info(jobs, job_id, cfg)
+        return _summary(job_id, _info(jobs, job_id, cfg))
+
+
+def _summary(job_id: str, info) -> dict:
     return {
         "job_id": job_id,
         "status": str(info.status.value if hasattr(info.status, "value") else info.status),
@@ -181,15 +184,16 @@ def follow_logs(cfg: ClusterConfig, job_id: str, follow: bool = True) -> Iterato
             loop.close()
 
 
-def stop(cfg: ClusterConfig, job_id: str, timeout_s: float = 120) -> str:
-    """Stop the job (its `raytrain tune` gets SIGTERM and saves the experiment state); return the final status."""
+def stop(cfg: ClusterConfig, job_id: str, timeout_s: float = 120) -> dict:
+    """Stop the job (its `raytrain tune` gets SIGTERM and saves the experiment state); return its final status
+    (one connection: over a tunnel, each one costs an SSH login)."""
     with client(cfg) as jobs:
         _info(jobs, job_id, cfg)
         jobs.stop_job(job_id)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            state = str(jobs.get_job_status(job_id).value)
-            if state in ("STOPPED", "SUCCEEDED", "FAILED"):
-                return state
+            info = _info(jobs, job_id, cfg)
+            if str(info.status.value) in ("STOPPED", "SUCCEEDED", "FAILED"):
+                return _summary(job_id, info)
             time.sleep(0.5)
     raise SweepError(f"job {job_id} did not stop within {timeout_s:.0f} s")
