@@ -22,6 +22,7 @@ import traceback
 import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from raytrain.errors import FrameworkError
@@ -485,11 +486,16 @@ class Parallel:
         return _runner
 
 
+@dataclass(frozen=True)
 class _RunSpec:
-    def __init__(self, ids, topology, labels, auto_recover, max_retries, address, num_cpus, run_id):
-        self.ids, self.topology, self.labels = ids, topology, labels
-        self.auto_recover, self.max_retries, self.address = auto_recover, max_retries, address
-        self.num_cpus, self.run_id = num_cpus, run_id
+    ids: list[int]
+    topology: str
+    labels: list[str]
+    auto_recover: bool
+    max_retries: int
+    address: str | None
+    num_cpus: float
+    run_id: str
 
 
 class NodeActor:
