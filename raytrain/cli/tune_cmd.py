@@ -63,7 +63,7 @@ def run(
     overrides = list(set_ or [])
     if name:
         overrides.append(f"name={name}")
-    loaded = load_sweep(file, overrides)
+    loaded = load_sweep(file, overrides, storage="probe" if dry_run else "create")
     moved = loaded.take_free_name()
     say(loaded.notices + loaded.warnings + ([moved] if moved else []))
     plan_ = plan(loaded)
@@ -96,7 +96,8 @@ def _submit(file, set_, cluster, name, address, dry_run) -> None:
         raise UsageError("--submit runs the sweep as a job on a cluster: give --cluster FILE (not --address)")
     cfg = load_cluster(cluster)
     overrides = list(set_ or []) + ([f"name={name}"] if name else [])
-    loaded = load_sweep(file, overrides)  # every config error here, before anything reaches the cluster
+    # Every config error here, before anything reaches the cluster; the storage path is the cluster's.
+    loaded = load_sweep(file, overrides, storage="skip")
     say(loaded.notices + loaded.warnings)
     if dry_run:
         out.print(yaml.safe_dump(jobs.job_sweep(loaded), sort_keys=False).rstrip(), markup=False)

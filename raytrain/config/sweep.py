@@ -15,7 +15,8 @@ from raytrain.config.schema import absolute_path
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    # validate_default: defaults go through the validators too (`~` in the default storage path is expanded).
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
 
 
 class Uniform(_Section):
@@ -90,7 +91,7 @@ class SearchConfig(_Section):
     mode: Literal["max", "min"] = "max"
     """Whether a higher or a lower `metric` is better."""
     seed: int | None = None
-    """Seed for the search algorithm and schedulers' random choices."""
+    """Seed for the search algorithm, the trials' seeds and PBT/PB2's random choices (Python's and NumPy's global generators, seeded when the sweep starts)."""
 
 
 class PBTConfig(_Section):
@@ -111,7 +112,7 @@ class PBTConfig(_Section):
     hyperparam_mutations: dict[str, Distribution | list[Any]] = Field(default_factory=dict)
     """Dotted key -> distribution (or list of values) that PBT samples and perturbs."""
     custom_explore_fn: str | None = None
-    """Import path `"pkg.module:function"` of a function(config) -> config applied after perturbation."""
+    """Import path `"pkg.module:function"` of a function(overrides) -> overrides, applied after each perturbation: it gets the trial's {dotted key: value} and returns them, changed as it likes."""
     synch: bool = False
     """Synchronous PBT: perturb only when all trials reached the interval."""
 
@@ -186,7 +187,7 @@ class FailureConfig(_Section):
 class SweepConfig(BaseModel):
     """A raytrain sweep: `raytrain tune FILE`."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
 
     name: str | None = None
     """Experiment name (the folder under checkpoint.storage_path). Default: the base config's experiment.name + `_<algorithm>`."""

@@ -131,7 +131,17 @@ def trial_source(base: Source, overrides: dict[str, Any], where: str | None = No
     return src
 
 
-def _check_storage(path: str) -> str | None:
+def _check_storage(path: str, create: bool = True) -> str | None:
+    """None when `path` is (or can be created as) a writable directory. create=False touches nothing."""
+    if not create:
+        existing = Path(path)
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"cannot be created: {existing} is not a directory"
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return f"is not writable ({existing} does not let this user write); choose a directory you can write to"
+        return None
     try:
         os.makedirs(path, exist_ok=True)
         probe = Path(path) / f".raytrain_write_test_{uuid.uuid4().hex}"
@@ -142,8 +152,12 @@ def _check_storage(path: str) -> str | None:
     return None
 
 
-def load_sweep(path: str | Path, overrides: list[str] | None = None) -> LoadedSweep:
-    """Read and check a sweep file (and its base train config). Raises ConfigError with every problem."""
+def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage: str = "create") -> LoadedSweep:
+    """Read and check a sweep file (and its base train config). Raises ConfigError with every problem.
+
+    storage: "create" makes checkpoint.storage_path and checks it is writable; "probe" checks the same and
+    writes nothing (--dry-run); "skip" leaves it to the machine that runs the sweep (--submit: the head).
+    """
     source = read_yaml(path)
     notices = apply_overrides(source, overrides or [])
     try:
@@ -275,7 +289,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> LoadedSw
             resolve_import(sweep.pbt.custom_explore_fn)
         except (ImportError, AttributeError, ValueError) as exc:
             issue(("pbt", "custom_explore_fn"), f"cannot import {sweep.pbt.custom_explore_fn!r}: {exc}")
-    problem = _check_storage(sweep.checkpoint.storage_path)
+    problem = _check_storage(sweep.checkpoint.storage_path, create=storage == "create") if storage != "skip" else None
     if problem:
         issue(("checkpoint", "storage_path"), problem)
     if issues:
