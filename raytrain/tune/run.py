@@ -127,6 +127,14 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
     if len([n for n in ray.nodes() if n.get("Alive")]) > 1:
         check_shared_storage(loaded.sweep.checkpoint.storage_path)
     _write_meta(loaded, plan_, argv)
+    if loaded.sweep.search.seed is not None:
+        # PBT and PB2 draw their perturbations from Python's and NumPy's global generators.
+        import random
+
+        import numpy as np
+
+        random.seed(loaded.sweep.search.seed)
+        np.random.seed(loaded.sweep.search.seed)
     tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s)])
     tuner.fit()
     finish(exp_dir)
@@ -137,9 +145,11 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
     """Continue an interrupted sweep from its checkpoints (Ray must be connected)."""
     import os
 
+    import ray
     from ray import tune
 
     from raytrain.tune.results import read_meta
+    from raytrain.tune.storage import check_shared_storage
     from raytrain.tune.trainable import RaytrainPPO
 
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", EXPERIMENT_STATE_PERIOD_S)
@@ -147,6 +157,8 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
     read_meta(exp_dir)
     if not tune.Tuner.can_restore(str(exp_dir)):
         raise SweepError(f"{exp_dir} has no Tune experiment state to resume from")
+    if len([n for n in ray.nodes() if n.get("Alive")]) > 1:
+        check_shared_storage(str(exp_dir))  # every node must see the experiment's checkpoints
     with open(exp_dir / "command.txt", "a") as fh:
         fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}\n{' '.join(argv)}\n")
     tuner = tune.Tuner.restore(

@@ -200,7 +200,7 @@ def test_default_local_cluster_file_on_a_fresh_host(lab, tmp_path):
 
 
 def test_tune_refuses_storage_that_a_node_does_not_share(lab, tmp_path):
-    """`raytrain tune --cluster` checks the checkpoint path on every alive node before starting."""
+    """`raytrain tune --cluster` and `tune resume` check the checkpoint path on every alive node before starting."""
     path = cluster_file(lab, tmp_path, "labtune")
     shared = lab.root / "shared"
     private = lab.root / "private_w1"
@@ -210,10 +210,17 @@ def test_tune_refuses_storage_that_a_node_does_not_share(lab, tmp_path):
     )
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(f"name: shared_check\nbase: base.yaml\ncheckpoint: {{storage_path: {shared / 'sweeps'}}}\n")
+    first = shared / "sweeps" / "shared_ok"
     try:
         up = raytrain("cluster", "up", str(path))
         assert up.returncode == 0, up.stderr[-3000:]
+        ok = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain tune {sweep} --name shared_ok --cluster {path}", timeout=300)
+        assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
         assert lab.on("w1", f"mount --bind {private} {shared}").returncode == 0
+        resume = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain tune resume {first} --cluster {path}", timeout=300)
+        assert resume.returncode == 1, resume.stdout[-2000:] + resume.stderr[-2000:]
+        assert "is not the same shared directory on every node" in resume.stderr
+        assert lab.ip["w1"] in resume.stderr and lab.ip["w2"] not in resume.stderr.split("do not see")[1]
         tune = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain tune {sweep} --cluster {path}", timeout=300)
         assert tune.returncode == 1, tune.stdout[-2000:] + tune.stderr[-2000:]
         assert "is not the same shared directory on every node" in tune.stderr
