@@ -23,7 +23,9 @@ def rows(trial_dir: Path) -> list[dict]:
 @pytest.fixture
 def workdir(tmp_path):
     def write(sweep: str, stop: int = 6) -> Path:
-        (tmp_path / "base.yaml").write_text(tiny_base(stop, 0.5))
+        # Train runs of best.yaml go under tmp_path too.
+        base = tiny_base(stop, 0.5).replace("experiment: {", f"experiment: {{storage_path: {tmp_path / 'runs'}, ")
+        (tmp_path / "base.yaml").write_text(base)
         path = tmp_path / "sweep.yaml"
         path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}, frequency: 1}}\n" + sweep)
         return path
@@ -67,6 +69,17 @@ def test_pbt_exploit_trains_with_the_new_lr(ray_session, workdir, tmp_path):
     best = load_config(exp / "best.yaml").config
     assert best.experiment.name == "pbt_best"
     assert "best trial:" in result.output and "best.yaml" in result.output
+    # best.yaml is a train config that `raytrain train` runs as is.
+    trained = invoke(["train", str(exp / "best.yaml")])
+    assert trained.exit_code == 0, trained.output
+    run_dirs = list((tmp_path / "runs" / "pbt_best").iterdir())
+    assert len(run_dirs) == 1 and list(run_dirs[0].glob("checkpoints/checkpoint_*"))
+    # `tune plot` redraws the plots.
+    for png in (exp / "plots").glob("*.png"):
+        png.unlink()
+    replot = invoke(["tune", "plot", str(exp)])
+    assert replot.exit_code == 0, replot.output
+    assert {p.name for p in (exp / "plots").glob("*.png")} == {"metric_per_trial.png", "pbt_best_lineage.png"}
 
     status = invoke(["tune", "status", str(exp), "--json"])
     assert status.exit_code == 0, status.output
@@ -77,10 +90,17 @@ def test_pbt_exploit_trains_with_the_new_lr(ray_session, workdir, tmp_path):
 
 
 def test_optuna_with_asha_pruning(ray_session, workdir, tmp_path):
+    """ASHA stops the weaker trial at its first rung; Optuna's study records both trials.
+
+    Ranked on env steps sampled, with the train batch as the hyperparameter, so which trial is weaker is
+    known: the first trial (batch 400) runs to max_t, the second (batch 200) is below the rung's cutoff.
+    """
     path = workdir(
-        "name: opt\nsearch: {algorithm: optuna, num_samples: 3, max_concurrent_trials: 2, seed: 0}\n"
-        "space: {training.lr: {distribution: loguniform, low: 0.00001, high: 0.01}}\n"
-        "optuna: {sampler: tpe, pruner: asha}\nasha: {max_t: 3, grace_period: 1, reduction_factor: 2}\n",
+        "name: opt\nsearch: {algorithm: optuna, num_samples: 2, max_concurrent_trials: 1, seed: 0,"
+        " metric: num_env_steps_sampled_lifetime, mode: max}\n"
+        "space: {training.train_batch_size: {distribution: choice, values: [200, 400]}}\n"
+        "optuna: {sampler: tpe, pruner: asha, points_to_evaluate: [{training.train_batch_size: 400}, {training.train_batch_size: 200}]}\n"
+        "asha: {max_t: 3, grace_period: 1, reduction_factor: 2}\n",
         stop=3,
     )
     result = invoke(["tune", str(path)])
@@ -89,8 +109,12 @@ def test_optuna_with_asha_pruning(ray_session, workdir, tmp_path):
     import optuna
 
     study = optuna.load_study(study_name="opt", storage=f"sqlite:///{exp / 'optuna.db'}")
-    assert len(study.trials) == 3
-    assert all(1 <= len(rows(p.parent)) <= 3 for p in exp.glob("*/result.json"))
+    assert len(study.trials) == 2
+    iterations = {}
+    for p in exp.glob("*/result.json"):
+        trial_rows = rows(p.parent)
+        iterations[trial_rows[0]["config"]["raytrain"]["overrides"]["training.train_batch_size"]] = len(trial_rows)
+    assert iterations == {400: 3, 200: 1}, iterations
 
 
 def _kill_session(sid: int) -> None:

@@ -61,6 +61,17 @@ def test_schema_is_json_schema_with_docs():
     assert training["minibatch_size"]["description"] == "SGD minibatch size."
 
 
+def test_schema_of_sweep_and_cluster_files():
+    for kind, key, section in (("sweep", "search", "pbt"), ("cluster", "head", "ssh")):
+        result = runner.invoke(app, ["config", "schema", "--kind", kind])
+        assert result.exit_code == 0, result.output
+        schema = json.loads(result.stdout)
+        assert schema["title"] == f"raytrain {kind} config"
+        assert key in schema["properties"] and section in schema["properties"]
+    bad = runner.invoke(app, ["config", "schema", "--kind", "sweeps"])
+    assert bad.exit_code == 2 and "choose train, sweep or cluster" in bad.output
+
+
 def test_train_dry_run_starts_nothing(write_yaml, tmp_path):
     storage = tmp_path / "results"
     path = write_yaml(f"environment: {{env: CartPole-v1}}\nexperiment: {{storage_path: {storage}}}\n")
@@ -69,6 +80,27 @@ def test_train_dry_run_starts_nothing(write_yaml, tmp_path):
     assert "train_batch_size_per_learner" not in result.output  # nothing set, nothing claimed
     assert "callbacks_class" in result.output
     assert not storage.exists()
+
+
+def test_tune_dry_run_with_set_and_name_starts_nothing(tmp_path):
+    storage = tmp_path / "results"
+    (tmp_path / "base.yaml").write_text("environment: {env: CartPole-v1}\nstop: {training_iteration: 3}\n")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        f"base: base.yaml\nsearch: {{algorithm: random, num_samples: 2}}\ncheckpoint: {{storage_path: {storage}}}\n"
+        "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n"
+    )
+    result = runner.invoke(app, ["tune", str(sweep), "--dry-run", "--name", "renamed", "--set", "search.num_samples=5", "--set", "set.training.gamma=0.9"])
+    assert result.exit_code == 0, result.output
+    import yaml
+
+    shown = yaml.safe_load(result.stdout.split("# experiment folder:")[0])
+    assert shown["run_config"]["name"] == "renamed" and shown["tune_config"]["num_samples"] == 5
+    assert shown["param_space"]["raytrain"]["overrides"]["training.lr"] == {"loguniform": [0.0001, 0.01]}
+    assert f"# experiment folder: {storage / 'renamed'}" in result.stdout
+    assert not storage.exists()  # a dry run writes nothing
+    bad = runner.invoke(app, ["tune", str(sweep), "--dry-run", "--set", "search.algorithm=pbtt"])
+    assert bad.exit_code == 2 and "search.algorithm" in bad.output and "Traceback" not in bad.output
 
 
 def test_train_config_error_exit_2(write_yaml):

@@ -260,3 +260,126 @@ def test_a_submitted_sweep_travels_as_one_yaml_that_loads_to_the_same_sweep(conf
     assert plan(again)["param_space"] == plan(loaded)["param_space"]
     assert plan(again)["scheduler"] == plan(loaded)["scheduler"]
     assert re.fullmatch(r"raytrain-tune-sent-\d{8}-\d{6}", submission_id("sent"))
+
+
+def test_pbt_every_option_reaches_tune(sweep_file, tmp_path, monkeypatch):
+    """Non-default values for each PBT option, on the plan and on the built scheduler; the explore fn gets the overrides."""
+    (tmp_path / "my_explore.py").write_text(
+        "seen = []\n"
+        "def explore(overrides):\n"
+        "    seen.append(dict(overrides))\n"
+        "    return {**overrides, 'training.num_epochs': 7}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = sweep_file(
+        "search: {algorithm: pbt, num_samples: 2}\n"
+        "pbt:\n  time_attr: num_env_steps_sampled_lifetime\n  perturbation_interval: 4000\n  burn_in_period: 8000\n"
+        "  quantile_fraction: 0.4\n  resample_probability: 0.6\n  perturbation_factors: [1.5, 0.5]\n"
+        "  custom_explore_fn: my_explore:explore\n  synch: true\n"
+        "  hyperparam_mutations: {training.lr: [0.001, 0.002]}\n"
+        "checkpoint: {num_to_keep: 3}\n"
+    )
+    p = plan(load_sweep(path))
+    assert p["scheduler"]["kwargs"] == {
+        "time_attr": "num_env_steps_sampled_lifetime", "perturbation_interval": 4000.0, "burn_in_period": 8000.0,
+        "hyperparam_mutations": {"training.lr": {"choice": [0.001, 0.002]}}, "quantile_fraction": 0.4,
+        "resample_probability": 0.6, "perturbation_factors": [1.5, 0.5], "custom_explore_fn": "my_explore:explore",
+        "synch": True,
+    }
+    s = build_scheduler(p["scheduler"])
+    assert type(s).__name__ == "PopulationBasedTraining"
+    assert (s._time_attr, s._perturbation_interval, s._burn_in_period) == ("num_env_steps_sampled_lifetime", 4000.0, 8000.0)
+    assert (s._quantile_fraction, s._resample_probability, s._perturbation_factors, s._synch) == (0.4, 0.6, (1.5, 0.5), True)
+    config = {"raytrain": {"base": {}, "overrides": {"training.lr": 0.002, "experiment.seed": 5}}}
+    out = s._custom_explore_fn(config)
+    import my_explore
+
+    assert my_explore.seen == [{"training.lr": 0.002, "experiment.seed": 5}]
+    assert out["raytrain"]["overrides"] == {"training.lr": 0.002, "experiment.seed": 5, "training.num_epochs": 7}
+
+
+def test_pbt_explore_fn_that_cannot_be_imported(sweep_file):
+    path = sweep_file("search: {algorithm: pbt}\npbt: {custom_explore_fn: 'no_such_module_xyz:f', hyperparam_mutations: {training.lr: [0.001]}}\n")
+    assert "pbt.custom_explore_fn: cannot import 'no_such_module_xyz:f'" in errors(path)
+
+
+def test_pb2_bounds_reach_the_scheduler(sweep_file):
+    path = sweep_file("search: {algorithm: pb2, num_samples: 2}\npb2: {quantile_fraction: 0.5, synch: true, hyperparam_bounds: {training.lr: [0.0001, 0.01], training.gamma: [0.9, 0.99]}}\n")
+    s = build_scheduler(plan(load_sweep(path))["scheduler"])
+    assert s._hyperparam_bounds == {"raytrain": {"overrides": {"training.lr": [0.0001, 0.01], "training.gamma": [0.9, 0.99]}}}
+    assert (s._quantile_fraction, s._synch) == (0.5, True)
+
+
+def test_tpe_search_built_with_seed_and_points(sweep_file):
+    import optuna
+
+    def first_draws(seed: int) -> list[float]:
+        path = sweep_file(
+            f"search: {{algorithm: optuna, seed: {seed}}}\nspace: {{training.lr: {{distribution: uniform, low: 0.0001, high: 0.001}}}}\n"
+            "optuna: {sampler: tpe, points_to_evaluate: [{training.lr: 0.0005}]}\n"
+        )
+        search = build_search(plan(load_sweep(path))["search_alg"])
+        assert type(search._sampler).__name__ == "TPESampler"
+        assert search._points_to_evaluate == [{"raytrain": {"overrides": {"training.lr": 0.0005}}}]
+        study = optuna.create_study(sampler=search._sampler)
+        return [study.ask().suggest_float("x", 0, 1) for _ in range(3)]
+
+    # The seed reached the sampler: the same seed draws the same values, another seed others.
+    assert first_draws(11) == first_draws(11) != first_draws(12)
+
+
+def test_random_search_plan_and_every_distribution(sweep_file):
+    path = sweep_file(
+        "search: {algorithm: random, num_samples: 4, seed: 9}\nspace:\n"
+        "  training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}\n"
+        "  training.gamma: {distribution: uniform, low: 0.9, high: 0.99}\n"
+        "  training.clip_param: {distribution: quniform, low: 0.1, high: 0.3, q: 0.05}\n"
+        "  training.num_epochs: {distribution: randint, low: 2, high: 9}\n"
+        "  model.fcnet_activation: {distribution: choice, values: [tanh, relu]}\n"
+    )
+    p = plan(load_sweep(path))
+    assert p["param_space"]["raytrain"]["overrides"] == {
+        "training.lr": {"loguniform": [0.0001, 0.01]},
+        "training.gamma": {"uniform": [0.9, 0.99]},
+        "training.clip_param": {"quniform": [0.1, 0.3, 0.05]},
+        "training.num_epochs": {"randint": [2, 9]},
+        "model.fcnet_activation": {"choice": ["tanh", "relu"]},
+        "experiment.seed": {"randint": [0, 1000000]},
+    }
+    assert p["scheduler"] is None
+    assert p["search_alg"] == {"class": "BasicVariantGenerator", "kwargs": {"random_state": 9}}
+    from ray.tune.search import sample
+
+    from raytrain.tune.build import _domain
+
+    clip = _domain({"quniform": [0.1, 0.3, 0.05]})
+    epochs = _domain({"randint": [2, 9]})
+    assert isinstance(clip, sample.Float) and isinstance(clip.sampler, sample.Quantized) and clip.sampler.q == 0.05
+    assert isinstance(epochs, sample.Integer) and (epochs.lower, epochs.upper) == (2, 9)
+    values = [clip.sample(random_state=i) for i in range(20)]
+    assert all(0.1 - 1e-9 <= v <= 0.3 + 1e-9 and abs(round(v / 0.05) * 0.05 - v) < 1e-9 for v in values)
+
+
+def test_default_storage_path_is_expanded(tmp_path, monkeypatch):
+    """A sweep that does not set checkpoint.storage_path goes to ~/raytrain_results, `~` expanded."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "base.yaml").write_text(BASE)
+    (tmp_path / "s.yaml").write_text("base: base.yaml\n")
+    loaded = load_sweep(tmp_path / "s.yaml")
+    assert loaded.experiment_dir == tmp_path / "home" / "raytrain_results" / "base_random"
+    assert (tmp_path / "home" / "raytrain_results").is_dir()
+    assert not (tmp_path / "~").exists()
+
+
+def test_probing_the_storage_path_writes_nothing(tmp_path):
+    (tmp_path / "base.yaml").write_text(BASE)
+    (tmp_path / "s.yaml").write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'new' / 'results'}}}\n")
+    load_sweep(tmp_path / "s.yaml", storage="probe")
+    assert not (tmp_path / "new").exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    (tmp_path / "s.yaml").write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {blocker}/sub}}\n")
+    with pytest.raises(ConfigError) as info:
+        load_sweep(tmp_path / "s.yaml", storage="probe")
+    assert "checkpoint.storage_path: cannot be created" in str(info.value.issues[0])
