@@ -2,15 +2,22 @@
 
 from pathlib import Path
 
-from raytrain.config.docs import markdown_reference
+from raytrain.config.docs import markdown_reference, sweep_reference
 
-START, END = "<!-- reference:start -->", "<!-- reference:end -->"
+BLOCKS = {
+    ("<!-- reference:start -->", "<!-- reference:end -->"): markdown_reference,
+    ("<!-- sweep-reference:start -->", "<!-- sweep-reference:end -->"): sweep_reference,
+}
 
 
 def render(readme: str) -> str:
-    head, _, rest = readme.partition(START)
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}\n{markdown_reference()}\n{END}{tail}"
+    for (start, end), make in BLOCKS.items():
+        head, found, rest = readme.partition(start)
+        if not found:
+            raise SystemExit(f"README.md has no {start} marker")
+        _, _, tail = rest.partition(end)
+        readme = f"{head}{start}\n{make()}\n{end}{tail}"
+    return readme
 
 
 if __name__ == "__main__":

@@ -76,11 +76,15 @@ def show(
 @handle_errors
 def schema(
     output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    kind: str = typer.Option("train", "--kind", help="Which file: train, sweep (raytrain tune) or cluster (raytrain cluster)."),
 ) -> None:
-    """Print the JSON Schema of train configs (for editor completion, e.g. yaml-language-server)."""
+    """Print the JSON Schema of train, sweep or cluster files (for editor completion, e.g. yaml-language-server)."""
     from raytrain.config.docs import json_schema
+    from raytrain.errors import UsageError
 
-    text = json.dumps(json_schema(), indent=2)
+    if kind not in ("train", "sweep", "cluster"):
+        raise UsageError(f"--kind {kind!r}: choose train, sweep or cluster")
+    text = json.dumps(json_schema(kind), indent=2)
     if output:
         output.write_text(text + "\n")
         err.print(f"wrote {output}", markup=False)

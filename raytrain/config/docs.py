@@ -9,10 +9,17 @@ from typing import Any, Literal, Union
 from raytrain.config.schema import SECTIONS, RaytrainConfig
 
 
-def json_schema() -> dict[str, Any]:
-    schema = RaytrainConfig.model_json_schema(by_alias=True)
+def json_schema(kind: str = "train") -> dict[str, Any]:
+    """The JSON Schema of a train, sweep or cluster file."""
+    if kind == "sweep":
+        from raytrain.config.sweep import SweepConfig as model
+    elif kind == "cluster":
+        from raytrain.config.cluster import ClusterConfig as model
+    else:
+        model = RaytrainConfig
+    schema = model.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "raytrain train config"
+    schema["title"] = f"raytrain {kind} config"
     return schema
 
 
@@ -80,3 +87,44 @@ def markdown_reference() -> str:
     lines.append("#### `stop`\n")
     lines.append(RaytrainConfig.model_fields["stop"].description + "\n")
     return "\n".join(lines)
+
+
+def _model_of(annotation: Any):
+    """The pydantic model inside `X | None`, or None."""
+    from pydantic import BaseModel
+
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def sweep_reference() -> str:
+    """A Markdown table of the sweep file's top-level keys, then one per section (search, pbt, ...)."""
+    from raytrain.config.sweep import SweepConfig
+
+    def table(model, prefix: str) -> list[str]:
+        rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+        for name, f in model.model_fields.items():
+            if _model_of(f.annotation) is not None and prefix == "":
+                continue
+            if f.is_required():
+                default = "required"
+            else:
+                value = f.get_default(call_default_factory=True)
+                default = "unset" if value is None else f"`{value!r}`"
+            meaning = (f.description or "").replace("|", "\\|")
+            rows.append(f"| `{prefix}{name}` | {type_name(f.annotation).replace('|', '/')} | {default} | {meaning} |")
+        return rows
+
+    lines = ["#### top level\n", *table(SweepConfig, ""), ""]
+    for name, f in SweepConfig.model_fields.items():
+        model = _model_of(f.annotation)
+        if model is None:
+            continue
+        lines.append(f"#### `{name}`\n")
+        if model.__doc__:
+            lines.append(model.__doc__.strip().splitlines()[0] + "\n")
+        lines += table(model, f"{name}.")
+        lines.append("")
+    return "\n".join(lines).rstrip()
