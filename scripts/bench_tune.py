@@ -68,12 +68,13 @@ def sweep_throughput(probe) -> tuple[float, int]:
     for rows in probe.results.values():
         if len(rows) < 2:
             continue
-        first_t, first = rows[0]
-        last_t, last = rows[-1]
-        steps += last["num_env_steps_sampled_lifetime"] - first["num_env_steps_sampled_lifetime"]
+        first_t, _ = rows[0]
+        last_t, _ = rows[-1]
+        # Each iteration's own sample count: a PBT exploit moves the lifetime counter to the source
+        # trial's value, so differences of the lifetime counter would count the copied trial's steps.
+        steps += sum(row["env_runners"]["num_env_steps_sampled"] for _, row in rows[1:])
         start = first_t if start is None else min(start, first_t)
         end = last_t if end is None else max(end, last_t)
-    # PBT restores move a trial's counters with the checkpoint it copies; count what was sampled.
     return (steps / (end - start) if end and start and end > start else float("nan")), steps
 
 
