@@ -17,10 +17,13 @@ app = typer.Typer(help="Start, stop and inspect an on-prem Ray cluster over SSH.
 FileArg = Annotated[Path, typer.Argument(help="Cluster YAML (head, workers, ssh, storage, auth).")]
 
 
-def _load(file, set_, insecure=False):
+def _load(file, set_, *, starting=False, insecure=False):
     from raytrain.config.cluster import load_cluster
 
-    return load_cluster(file, set_ or [], insecure=insecure)
+    return load_cluster(file, set_ or [], starting=starting, insecure=insecure)
+
+
+InsecureOption = Annotated[bool, typer.Option("--insecure", help="Allow a network-open dashboard with auth disabled.")]
 
 
 def _runner(cfg, dry_run=False):
@@ -31,14 +34,14 @@ def _runner(cfg, dry_run=False):
 
 @app.command()
 @handle_errors
-def check(file: FileArg, set_: SetOption = None) -> None:
+def check(file: FileArg, set_: SetOption = None, insecure: InsecureOption = False) -> None:
     """The preflight alone: SSH, Python/Ray versions, head ports, shared storage, on all nodes in parallel."""
     from rich.table import Table
 
     from raytrain.cluster.lifecycle import check as run_check
     from raytrain.errors import ClusterError
 
-    cfg = _load(file, set_)
+    cfg = _load(file, set_, starting=True, insecure=insecure)
     report = run_check(cfg, _runner(cfg))
     table = Table(title=f"cluster {cfg.name}", title_justify="left")
     for col in ("node", "hostname", "python", "ray"):
@@ -58,17 +61,19 @@ def up(
     set_: SetOption = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every command per host; start nothing."),
     restart: bool = typer.Option(False, "--restart", help="Stop a running cluster first, then start it again."),
-    insecure: bool = typer.Option(False, "--insecure", help="Allow a network-open dashboard with auth disabled."),
+    insecure: InsecureOption = False,
 ) -> None:
     """Preflight, start the head, then the workers in parallel; wait until every node is alive."""
     from raytrain.cluster import lifecycle, plan
 
-    cfg = _load(file, set_, insecure)
+    cfg = _load(file, set_, starting=True, insecure=insecure)
     runner = _runner(cfg, dry_run)
     report = lifecycle.up(cfg, runner, restart=restart, on_step=lambda t: err.print(t, style="dim", markup=False))
+    ports = "ports to open between the nodes: " + ", ".join(f"{p} ({what})" for p, what in plan.firewall_ports(cfg))
     if dry_run:
         for node, command in runner.commands:
             out.print(f"[{node}] {command}", markup=False)
+        err.print(ports, markup=False)
         return
     if report.already_up:
         mounted = [m.node for m in report.mounts if m.action == "mounted"]
@@ -81,17 +86,28 @@ def up(
         # The path, never the token itself: output ends up in logs and terminals others read.
         out.print(f"dashboard login: paste the token from ~/.raytrain/clusters/{cfg.name}/auth_token "
                   "into its \"Authentication Token Required\" box", markup=False)
-    err.print("ports to open between the nodes: " + ", ".join(f"{p} ({what})" for p, what in plan.firewall_ports(cfg)), markup=False)
+    err.print(ports, markup=False)
 
 
 @app.command()
 @handle_errors
-def down(file: FileArg, set_: SetOption = None, yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask.")) -> None:
+def down(
+    file: FileArg,
+    set_: SetOption = None,
+    yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the command per host; stop nothing."),
+) -> None:
     """Stop the workers, then the head."""
     from raytrain.cluster import lifecycle
     from raytrain.errors import ClusterError
 
     cfg = _load(file, set_)
+    if dry_run:
+        runner = _runner(cfg, dry_run=True)
+        lifecycle.down(cfg, runner)
+        for name, command in runner.commands:
+            out.print(f"[{name}] {command}", markup=False)
+        return
     if not yes:
         typer.confirm(f"stop every Ray process of cluster {cfg.name} on {len(cfg.nodes)} node(s)?", abort=True)
     results = lifecycle.down(cfg, _runner(cfg))
@@ -125,6 +141,7 @@ def exec_(
     command: Annotated[list[str], typer.Argument(help="The command (after --).")],
     node: Annotated[list[str] | None, typer.Option("--node", help="Only these nodes (name or host; repeatable).")] = None,
     set_: SetOption = None,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact command per host; run nothing."),
 ) -> None:
     """Run a command on all (or some) nodes in parallel; each line prefixed with its node."""
     from raytrain.cluster import lifecycle
@@ -137,7 +154,12 @@ def exec_(
         unknown = set(node) - {n.node_name for n in nodes} - {n.host for n in nodes}
         if unknown:
             raise UsageError(f"no node named {', '.join(sorted(unknown))}; nodes: {', '.join(n.node_name for n in cfg.nodes)}")
-    results = lifecycle.exec_(cfg, _runner(cfg), shlex.join(command) if len(command) > 1 else command[0], nodes)
+    runner = _runner(cfg, dry_run)
+    results = lifecycle.exec_(cfg, runner, shlex.join(command) if len(command) > 1 else command[0], nodes)
+    if dry_run:
+        for name, shown in runner.commands:
+            out.print(f"[{name}] {shown}", markup=False)
+        return
     for r in results:
         for line in r.stdout.splitlines():
             out.print(f"[{r.node}] {line}", markup=False)

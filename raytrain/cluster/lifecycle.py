@@ -57,6 +57,7 @@ def check(cfg: ClusterConfig, runner: Runner, *, nodes: list[NodeConfig] | None 
     reachable = []
     for node, res in zip(nodes, results):
         if isinstance(runner, DryRunner):
+            reachable.append(node)  # so that the dry run shows the port and storage checks' commands too
             continue
         if not res.ok:
             report.problems.append(f"cannot run Python on {res.describe()}")
@@ -68,20 +69,33 @@ def check(cfg: ClusterConfig, runner: Runner, *, nodes: list[NodeConfig] | None 
             continue
         report.versions[node.node_name] = info
         reachable.append(node)
-    differing = {n: v for n, v in report.versions.items() if (v["python"].rsplit(".", 1)[0], v["ray"]) != (here["python"].rsplit(".", 1)[0], here["ray"])}
+    # Ray refuses a Python whose version differs in any digit (RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=patch),
+    # or only in major.minor when that variable is `minor` (set it under `env:` to allow patch differences).
+    minor_only = str(cfg.env.get("RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", "patch")) == "minor"
+
+    def python_of(v: dict) -> str:
+        return v["python"].rsplit(".", 1)[0] if minor_only else v["python"]
+
+    differing = {n: v for n, v in report.versions.items() if (python_of(v), v["ray"]) != (python_of(here), here["ray"])}
     if differing and not isinstance(runner, DryRunner):
         table = "\n".join(f"    {n}: Python {v['python']}, Ray {v['ray']}" for n, v in report.versions.items())
         report.problems.append(
             f"Python/Ray versions differ between nodes ({', '.join(differing)}); every node and this machine "
-            f"need the same Ray and Python minor version:\n{table}\n    install ray=={here['ray']} with Python "
-            f"{here['python'].rsplit('.', 1)[0]} on {', '.join(differing)} (or set `python:`/`venv:` to one that has it)"
+            f"need the same Ray and Python {'minor ' if minor_only else ''}version (Ray refuses otherwise):\n{table}\n"
+            f"    install ray=={here['ray']} with Python {python_of(here)} on {', '.join(differing)} (or set "
+            "`python:`/`venv:` to one that has it)"
         )
-    if ports and cfg.head in reachable:
-        wanted = [cfg.head.port] + ([cfg.head.dashboard.port] if cfg.head.dashboard.enabled else [])
-        res = runner.run(cfg.head, plan.ports_free(cfg, wanted), timeout=30)
+    # Ports `ray start` will bind: the head's own and every pinned one (on each node to be started).
+    to_probe = [n for n in reachable if plan.ports_to_check(cfg, n) and (ports or n is not cfg.head)]
+    results = parallel(lambda n: runner.run(n, plan.ports_free(cfg, plan.ports_to_check(cfg, n)), timeout=30), to_probe)
+    for node, res in zip(to_probe, results):
         busy = json.loads(res.stdout.strip() or "[]") if res.ok else []
         if busy:
-            report.problems.append(f"{cfg.head.node_name}: port(s) {', '.join(map(str, busy))} already in use on the head (another Ray? `raytrain cluster status`)")
+            where = "on the head" if node is cfg.head else "there"
+            report.problems.append(
+                f"{node.node_name}: port(s) {', '.join(map(str, busy))} already in use {where} (another Ray? "
+                "`raytrain cluster status`; or pin other ports under `ports:`)"
+            )
     if cfg.storage.path and (cfg.head in reachable or cfg.head not in nodes):
         report.problems += _check_storage(cfg, runner, [n for n in reachable if n is not cfg.head])
     return report
@@ -90,7 +104,12 @@ def check(cfg: ClusterConfig, runner: Runner, *, nodes: list[NodeConfig] | None 
 def _check_storage(cfg: ClusterConfig, runner: Runner, workers: list[NodeConfig]) -> list[str]:
     token = uuid.uuid4().hex
     path = cfg.storage.path
-    res = runner.run(cfg.head, plan.write_marker(path, token), timeout=30)
+    # On a share that `up` mounts itself the directory may be created; anywhere else it must exist (a typo
+    # would otherwise become a new, unshared directory on the head).
+    res = runner.run(cfg.head, plan.write_marker(path, token, create=cfg.storage.nfs is not None), timeout=30)
+    if res.returncode == plan.MISSING_DIR_RC:
+        return [f"storage.path {path} does not exist on the head ({cfg.head.node_name}): create it on the shared "
+                "(NFS) mount, or fix storage.path"]
     if not res.ok:
         return [f"storage.path {path} is not writable on the head: {res.describe()}"]
     try:
@@ -260,29 +279,32 @@ def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: 
         if not report.ok and not dry:
             raise ClusterError("preflight failed, nothing was started:\n  " + "\n  ".join(report.problems))
     _install_token(cfg, runner, to_start)
-    started: list[NodeConfig] = []
+    # Every node this `up` ran `ray start` on, failed ones included: a `ray start` that exits non-zero
+    # (or times out) may already have started a raylet or the GCS.
+    attempted: list[NodeConfig] = []
     try:
         if head_needed:
             on_step(f"starting the head on {cfg.head.node_name}")
+            attempted.append(cfg.head)
             res = runner.run(cfg.head, plan.start_head(cfg), timeout=cfg.start_timeout_s)
             if not res.ok:
                 raise ClusterError(f"the head failed to start: {res.describe()}")
-            started.append(cfg.head)
         workers = [n for n in to_start if n is not cfg.head]
         if workers:
             on_step(f"starting {len(workers)} worker(s) in parallel")
+        attempted += workers
         results = parallel(lambda n: runner.run(n, plan.start_worker(cfg, n), timeout=cfg.start_timeout_s), workers)
-        started += [n for n, r in zip(workers, results) if r.ok]
         failed = [r for r in results if not r.ok]
         if failed:
             raise ClusterError("worker(s) failed to start:\n  " + "\n  ".join(r.describe() for r in failed))
         if dry:
+            _alive(cfg, runner)  # shows the command `up` polls until every node has joined
             return UpReport(False, [], time.perf_counter() - t0, list(runner.commands), mounts)
         return UpReport(False, _wait_alive(cfg, runner), time.perf_counter() - t0, mounts=mounts)
     except BaseException:
-        if started and not dry:
-            on_step("failed: stopping what was started")
-            parallel(lambda n: runner.run(n, plan.stop(cfg), timeout=60), list(reversed(started)))
+        if attempted and not dry:
+            on_step(f"failed: stopping Ray on {', '.join(n.node_name for n in attempted)}")
+            parallel(lambda n: runner.run(n, plan.stop(cfg), timeout=60), list(reversed(attempted)))
         raise
 
 

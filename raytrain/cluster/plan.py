@@ -99,8 +99,14 @@ def install_token(cfg: ClusterConfig) -> str:
     return f'umask 077 && mkdir -p "{d}" && cat > "{d}/auth_token" && chmod 600 "{d}/auth_token"'
 
 
-def write_marker(path: str, token: str) -> str:
-    return f"mkdir -p {shlex.quote(path)} && printf %s {shlex.quote(token)} > {shlex.quote(posixpath.join(path, '.raytrain_shared_check_' + token))}"
+MISSING_DIR_RC = 3
+
+
+def write_marker(path: str, token: str, create: bool = False) -> str:
+    """Write the shared-storage marker. Without `create`, a missing directory exits MISSING_DIR_RC."""
+    q = shlex.quote(path)
+    first = f"mkdir -p {q}" if create else f"{{ test -d {q} || exit {MISSING_DIR_RC}; }}"
+    return f"{first} && printf %s {shlex.quote(token)} > {shlex.quote(posixpath.join(path, '.raytrain_shared_check_' + token))}"
 
 
 def read_marker(path: str, token: str) -> str:
@@ -170,6 +176,22 @@ def list_nodes(cfg: ClusterConfig) -> str:
     return f"{env_prefix(cfg)} RAY_ADDRESS={cfg.address} {cfg.python_path} -c {shlex.quote(NODES_SCRIPT)}"
 
 
+NODE_PORTS = (
+    "node_manager_port", "object_manager_port", "dashboard_agent_listen_port", "dashboard_agent_grpc_port",
+    "metrics_export_port", "runtime_env_agent_port",
+)
+
+
+def ports_to_check(cfg: ClusterConfig, node: NodeConfig) -> list[int]:
+    """The fixed ports `ray start` will bind on this node: the pinned ones, and on the head its own."""
+    wanted = [getattr(cfg.ports, key) for key in NODE_PORTS if getattr(cfg.ports, key)]
+    if node is cfg.head:
+        wanted = [cfg.head.port] + ([cfg.head.dashboard.port] if cfg.head.dashboard.enabled else []) + wanted
+        if cfg.ports.ray_client_server_port:
+            wanted.append(cfg.ports.ray_client_server_port)
+    return list(dict.fromkeys(wanted))
+
+
 def firewall_ports(cfg: ClusterConfig) -> list[tuple[str, str]]:
     """(port or range, what) pairs to open between the nodes."""
     p = cfg.ports
@@ -182,9 +204,11 @@ def firewall_ports(cfg: ClusterConfig) -> list[tuple[str, str]]:
         ("metrics_export_port", "metrics"), ("runtime_env_agent_port", "runtime env agent"),
         ("ray_client_server_port", "Ray Client (head)"),
     ]
+    # Unpinned, Ray picks a random free port, except for these two fixed defaults.
+    ray_defaults = {"dashboard_agent_listen_port": "52365 (Ray's default)", "ray_client_server_port": "10001 (Ray's default)"}
     for key, what in named:
         value = getattr(p, key)
-        out.append((str(value) if value else "random", what))
+        out.append((str(value) if value else ray_defaults.get(key, "random"), what))
     if p.min_worker_port or p.max_worker_port:
         out.append((f"{p.min_worker_port or 10002}-{p.max_worker_port or 19999}", "worker processes"))
     else:

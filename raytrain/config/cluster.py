@@ -171,7 +171,7 @@ class StorageConfig(_Section):
     """The shared checkpoint directory."""
 
     path: str | None = None
-    """Absolute path of the shared (NFS) directory, the same on every node."""
+    """Absolute path of the shared (NFS) directory, the same on every node. It must exist (with `nfs`, `up` creates it on the share)."""
     nfs: NFSConfig | None = None
     """The NFS share to mount at `path` (or `nfs.mount_point`) on every node; without it, mounting is up to you."""
 
@@ -267,8 +267,13 @@ class ClusterConfig(BaseModel):
         return f"{self.head.ip}:{self.head.port}"
 
 
-def load_cluster(path, overrides: list[str] | None = None, *, insecure: bool = False) -> ClusterConfig:
-    """Read and check a cluster file. Raises ConfigError with file:line for every problem."""
+def load_cluster(path, overrides: list[str] | None = None, *, starting: bool = False, insecure: bool = False) -> ClusterConfig:
+    """Read and check a cluster file. Raises ConfigError with file:line for every problem.
+
+    starting: for `up` and its preflight `check`, which refuse a network-open dashboard with auth disabled
+    unless `insecure`. Every other command (down, status, exec, --cluster) loads such a cluster as it is,
+    so one started with --insecure can still be inspected and stopped.
+    """
     from pydantic import ValidationError
 
     from raytrain.config.load import pydantic_issues
@@ -282,7 +287,7 @@ def load_cluster(path, overrides: list[str] | None = None, *, insecure: bool = F
     except ValidationError as exc:
         raise ConfigError(pydantic_issues(exc, source, ClusterConfig)) from None
     d = cfg.head.dashboard
-    if d.enabled and d.host in ("0.0.0.0", "::") and cfg.auth.mode == "disabled" and not insecure:
+    if starting and d.enabled and d.host in ("0.0.0.0", "::") and cfg.auth.mode == "disabled" and not insecure:
         raise ConfigError([ConfigIssue(
             source.where(("head", "dashboard", "host")), "head.dashboard.host",
             "refusing a dashboard open to the network with auth disabled: its jobs API runs any shell command "

@@ -5,6 +5,7 @@ Every Ray process here is started by `ray start` (token auth set explicitly on e
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -36,8 +37,8 @@ def cluster_file(lab: HostLab, tmp_path: Path, name: str, **extra) -> Path:
     shared = lab.root / "shared"
     shared.mkdir(exist_ok=True)
     workers = extra.pop("workers", None) or (
-        f"  - {{host: {ip['w1']}, name: w1, num_cpus: 1, object_store_memory: 134217728, resources: {{w1: 1}}}}\n"
-        f"  - {{host: {ip['w2']}, name: w2, num_cpus: 2, object_store_memory: 134217728, resources: {{w2: 1}}}}\n"
+        f"  - {{host: {ip['w1']}, name: w1, num_cpus: 1, object_store_memory: 134217728, resources: {{w1: 1, worker: 1}}}}\n"
+        f"  - {{host: {ip['w2']}, name: w2, num_cpus: 2, object_store_memory: 134217728, resources: {{w2: 1, worker: 1}}}}\n"
     )
     text = (
         f"name: {name}\n"
@@ -55,8 +56,12 @@ def cluster_file(lab: HostLab, tmp_path: Path, name: str, **extra) -> Path:
 
 
 
+# Every kind of process `ray start` leaves running (each host is its own PID namespace).
+RAY_PROCESSES = "raylet|gcs_server|ray/dashboard/|log_monitor|autoscaler/_private/monitor|runtime_env/agent|default_worker|ray::"
+
+
 def ray_processes(lab: HostLab) -> dict[str, list[str]]:
-    return {h: lab.processes(h, "raylet|gcs_server") for h in lab.names}
+    return {h: lab.processes(h, RAY_PROCESSES) for h in lab.names}
 
 
 def test_up_status_train_down(lab, tmp_path):
@@ -72,15 +77,17 @@ def test_up_status_train_down(lab, tmp_path):
         token = Path(os.path.expanduser("~/.raytrain/clusters/lab3/auth_token"))
         assert token.stat().st_mode & 0o777 == 0o600
         assert token.read_text().strip() not in up.stdout + up.stderr  # never in output
+        before = {h: lab.processes(h, "raylet|gcs_server") for h in lab.names}
         again = raytrain("cluster", "up", str(path))
         assert again.returncode == 0 and "already up; nothing changed" in again.stderr
+        assert {h: lab.processes(h, "raylet|gcs_server") for h in lab.names} == before  # the same processes
 
         # A PPO driver on this machine joins with --cluster; its env runners land on the workers.
         train_cfg = tmp_path / "ppo.yaml"
         train_cfg.write_text(
             f"experiment: {{name: lab, storage_path: {lab.root / 'shared' / 'runs'}, checkpoint_frequency: 0, checkpoint_at_end: false}}\n"
             "environment: {env: CartPole-v1}\n"
-            "env_runners: {num_env_runners: 2, custom_resources_per_env_runner: {w2: 0.5}}\n"
+            "env_runners: {num_env_runners: 2, custom_resources_per_env_runner: {worker: 1}}\n"
             "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\n"
             "resources: {num_cpus_for_main_process: 0}\n"
             "stop: {training_iteration: 1}\n"
@@ -94,11 +101,27 @@ def test_up_status_train_down(lab, tmp_path):
         row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
         assert row["fault_tolerance/num_healthy_workers"] == 2
         assert row["node_ip"] == lab.ip["head"]  # the driver and its learner ran on the head
-        # Env runners need a `w2` resource that only w2 has: both ran there.
         assert row["env_runners/num_env_steps_sampled"] >= 200
+        # Each env runner needs the `worker` resource, one unit on each worker: one ran on w1, one on w2.
+        # The GCS still lists the finished actors with their nodes.
+        from raytrain.cluster import plan
+        from raytrain.config.cluster import load_cluster
+
+        cfg = load_cluster(path)
+        where = (
+            "import json, ray\nfrom ray.util.state import list_actors\nray.init(logging_level='ERROR')\n"
+            "ips = {n['NodeID']: n['NodeManagerAddress'] for n in ray.nodes()}\n"
+            "print(json.dumps(sorted(ips[a.node_id] for a in list_actors(detail=True, limit=1000) if 'EnvRunner' in a.class_name)))"
+        )
+        placed = lab.on("head", f"{plan.env_prefix(cfg)} RAY_ADDRESS={cfg.address} {sys.executable} -c {shlex.quote(where)}")
+        assert placed.returncode == 0, placed.stderr[-2000:]
+        assert json.loads(placed.stdout.strip().splitlines()[-1]) == sorted([lab.ip["w1"], lab.ip["w2"]])
 
         ex = raytrain("cluster", "exec", str(path), "--node", "w1", "--", "hostname")
         assert ex.returncode == 0 and "[w1] w1" in ex.stdout and "[head]" not in ex.stdout
+        assert "exit codes: w1=0" in ex.stderr
+        failing = raytrain("cluster", "exec", str(path), "--", "sh", "-c", "hostname; test $(hostname) != w2")
+        assert failing.returncode == 1 and "exit codes: head=0, w1=0, w2=1" in failing.stderr
 
         # A worker host loses power: status shows it dead; `up` again brings it back.
         lab.host_down("w1")
@@ -121,6 +144,11 @@ def test_up_status_train_down(lab, tmp_path):
 
 
 def test_storage_not_shared_fails_check_naming_the_node(lab, tmp_path):
+    missing = lab.root / "no_such_dir"
+    check = raytrain("cluster", "check", str(cluster_file(lab, tmp_path, "labmissing", storage=missing)))
+    assert check.returncode == 1
+    assert f"storage.path {missing} does not exist on the head (head)" in check.stderr
+    assert not missing.exists()
     shared = lab.root / "shared"
     private = lab.root / "private_w2"
     private.mkdir(exist_ok=True)
@@ -140,11 +168,17 @@ def test_storage_not_shared_fails_check_naming_the_node(lab, tmp_path):
 def test_unreachable_host_fails_within_the_connect_timeout(lab, tmp_path):
     workers = f"  - {{host: {lab.net}.99, name: ghost, num_cpus: 1}}\n"
     path = cluster_file(lab, tmp_path, "labghost", workers=workers, connect_timeout=3)
-    t0 = time.time()
-    check = raytrain("cluster", "check", str(path))
-    assert time.time() - t0 < 30
-    assert check.returncode == 1
-    assert "ghost" in check.stderr and "ssh" in check.stderr and "exited 255" in check.stderr
+    for command in ("check", "up"):
+        t0 = time.time()
+        result = raytrain("cluster", command, str(path))
+        elapsed = time.time() - t0
+        # SSH gave up after its 3 s ConnectTimeout (exit 255), not raytrain's own longer timeout (124). The
+        # rest of the bound is this CLI's start-up and the other nodes' probes, on 2 busy CPUs.
+        assert result.returncode == 1
+        assert "ghost" in result.stderr and "ssh" in result.stderr and "exited 255" in result.stderr
+        assert elapsed < 3 + 12, f"{command} took {elapsed:.1f} s"
+    assert "nothing was started" in result.stderr
+    assert ray_processes(lab) == {h: [] for h in lab.names}
 
 
 def test_failed_worker_start_leaves_nothing_running(lab, tmp_path):
@@ -158,6 +192,28 @@ def test_failed_worker_start_leaves_nothing_running(lab, tmp_path):
     assert up.returncode == 1
     assert "w2:" in up.stderr and "ray start --address" in up.stderr and "exited" in up.stderr
     assert ray_processes(lab) == {h: [] for h in lab.names}
+
+
+def test_a_ray_start_that_fails_after_starting_processes_is_stopped_too(lab, tmp_path):
+    """w2's `ray start` starts its raylet and then exits 3: up fails naming w2 and stops Ray on w2 as well."""
+    ray = Path(sys.executable).parent / "ray"
+    wrapper = tmp_path / "ray_start_then_fail"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"{sys.executable} -c 'import sys; from ray.scripts.scripts import main; sys.argv[0] = \"ray\"; main()' \"$@\"\n"
+        'if [ "$1" = start ]; then echo "simulated failure after starting" >&2; exit 3; fi\n'
+    )
+    wrapper.chmod(0o755)
+    assert lab.on("w2", f"mount --bind {wrapper} {ray}").returncode == 0
+    try:
+        path = cluster_file(lab, tmp_path, "labhalf")
+        up = raytrain("cluster", "up", str(path))
+        assert up.returncode == 1, up.stderr[-2000:]
+        assert "w2:" in up.stderr and "exited 3" in up.stderr and "simulated failure after starting" in up.stderr
+        assert ray_processes(lab) == {h: [] for h in lab.names}
+    finally:
+        lab.on("w2", f"{ray} stop --force")
+        lab.on("w2", f"umount {ray}")
 
 
 def test_worker_with_another_ray_fails_check_and_up_naming_it(lab, tmp_path):

@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 from raytrain.cli import app
 from raytrain.cluster import plan
 from raytrain.cluster.lifecycle import up
-from raytrain.cluster.runner import DryRunner, SSHRunner
+from raytrain.cluster.runner import DryRunner, Runner, SSHRunner
 from raytrain.config.cluster import load_cluster
 from raytrain.errors import ConfigError
 
@@ -61,6 +61,12 @@ def test_dry_run_prints_every_command_and_never_the_token(lab):
     assert "(stdin: secret, not shown)" in text
     nodes = [n for n, _ in report.commands]
     assert set(nodes) == {"m10", "m8"}
+    # The preflight's own commands too: ports (the head's, and the pinned raylet port on each node),
+    # the storage marker written on the head and read on the worker, and the wait for the nodes.
+    by_node = {n: [c for m, c in report.commands if m == n] for n in ("m10", "m8")}
+    assert any(c.endswith(" 6333 8265 6380'") for c in by_node["m10"]) and any(c.endswith(" 6380'") for c in by_node["m8"])
+    assert any("cat /nfsroot/raytrain/.raytrain_shared_check_" in c for c in by_node["m8"])
+    assert "ray.nodes()" in by_node["m10"][-1]
 
 
 def test_up_dry_run_cli(write_yaml, tmp_path, monkeypatch):
@@ -69,15 +75,24 @@ def test_up_dry_run_cli(write_yaml, tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "[m8] ssh" in result.output and "ray start --address=10.0.0.10:6333" in result.output
     assert not (tmp_path / ".raytrain").exists()  # no token created by a dry run
+    assert "ports to open between the nodes: 6333 (GCS (head))" in result.output
 
 
 def test_open_dashboard_without_auth_is_refused(write_yaml):
     text = "name: x\nhead: {host: localhost, dashboard: {host: 0.0.0.0}}\nauth: {mode: disabled}\n"
     path = write_yaml(text, "open.yaml")
     with pytest.raises(ConfigError) as info:
-        load_cluster(path)
+        load_cluster(path, starting=True)
     assert "CVE-2023-48022" in str(info.value) and f"{path}:2: head.dashboard.host" in str(info.value)
-    assert load_cluster(path, insecure=True).auth.mode == "disabled"
+    assert load_cluster(path, starting=True, insecure=True).auth.mode == "disabled"
+    # Refused when starting it; a cluster started with --insecure can still be inspected and stopped.
+    assert load_cluster(path).auth.mode == "disabled"
+    refused = CliRunner().invoke(app, ["cluster", "up", str(path), "--dry-run"])
+    assert refused.exit_code == 2 and "--insecure" in refused.output
+    assert CliRunner().invoke(app, ["cluster", "up", str(path), "--dry-run", "--insecure"]).exit_code == 0
+    assert CliRunner().invoke(app, ["cluster", "check", str(path)]).exit_code == 2
+    ran = CliRunner().invoke(app, ["cluster", "exec", str(path), "--", "true"])
+    assert ran.exit_code == 0, ran.output
 
 
 @pytest.mark.parametrize(
@@ -101,3 +116,76 @@ def test_firewall_ports_listed(lab):
     ports = dict((what, p) for p, what in plan.firewall_ports(lab))
     assert ports["GCS (head)"] == "6333" and ports["raylet"] == "6380"
     assert ports["worker processes"] == "10002-10100"
+    # Unpinned: random, except Ray's two fixed defaults.
+    assert ports["object manager"] == "random"
+    assert ports["dashboard agent HTTP"] == "52365 (Ray's default)" and ports["Ray Client (head)"] == "10001 (Ray's default)"
+
+
+def test_ports_checked_before_start(lab):
+    assert plan.ports_to_check(lab, lab.head) == [6333, 8265, 6380]
+    assert plan.ports_to_check(lab, lab.workers[0]) == [6380]
+
+
+class CannedRunner(Runner):
+    """Answers the preflight like real nodes would; m8's pinned raylet port is taken."""
+
+    def __init__(self, ssh):
+        self.m8_python: str | None = None
+
+    def run(self, node, command, *, stdin=None, timeout=None):
+        import json
+        import platform
+
+        import ray
+
+        from raytrain.cluster.runner import CommandResult
+
+        if "hostname" in command and "version" in command:
+            python = (node.host == "m8" and self.m8_python) or platform.python_version()
+            out = json.dumps({"python": python, "ray": ray.__version__, "hostname": node.host})
+        elif command.split()[-1].isdigit():  # the ports check: prints the busy ones
+            out = json.dumps([6380] if node.host == "m8" else [])
+        else:
+            out = ""
+        return CommandResult(node.node_name, command, 0, out, "")
+
+
+def test_check_names_a_busy_pinned_port_on_a_worker(lab):
+    from raytrain.cluster.lifecycle import check
+
+    report = check(lab.model_copy(update={"storage": lab.storage.model_copy(update={"path": None})}), CannedRunner(lab.ssh))
+    assert report.problems == [
+        "m8: port(s) 6380 already in use there (another Ray? `raytrain cluster status`; or pin other ports under `ports:`)"
+    ]
+
+
+def test_check_compares_the_whole_python_version_as_ray_does(lab):
+    """Ray refuses 3.11.7 against 3.11.9 unless RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor."""
+    import platform
+
+    from raytrain.cluster.lifecycle import check
+
+    major, minor, patch = platform.python_version().split(".")[:3]
+    other = f"{major}.{minor}.{int(patch) + 1}"
+    no_storage = {"storage": lab.storage.model_copy(update={"path": None}), "ports": lab.ports.model_copy(update={"node_manager_port": None})}
+    runner = CannedRunner(lab.ssh)
+    runner.m8_python = other
+    problems = check(lab.model_copy(update=no_storage), runner).problems
+    assert len(problems) == 1 and "versions differ between nodes (m8)" in problems[0]
+    assert f"m8: Python {other}" in problems[0] and f"with Python {platform.python_version()} on m8" in problems[0]
+    lenient = lab.model_copy(update={**no_storage, "env": {"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}})
+    runner = CannedRunner(lab.ssh)
+    runner.m8_python = other
+    assert check(lenient, runner).problems == []
+
+
+def test_down_and_exec_dry_run_print_the_commands(write_yaml):
+    path = str(write_yaml(LAB, "c.yaml"))
+    down = CliRunner().invoke(app, ["cluster", "down", path, "--dry-run"])
+    assert down.exit_code == 0, down.output
+    lines = down.stdout.splitlines()
+    assert lines[0].startswith("[m8] ssh") and lines[0].endswith("/opt/raytrain/bin/ray stop'")
+    assert lines[-1].startswith("[m10] ssh")  # workers first, then the head
+    ex = CliRunner().invoke(app, ["cluster", "exec", path, "--node", "m8", "--dry-run", "--", "df", "-h", "/nfsroot"])
+    assert ex.exit_code == 0, ex.output
+    assert ex.stdout.strip().splitlines() == [f"[m8] {SSHRunner(load_cluster(path).ssh).display(load_cluster(path).workers[0], 'df -h /nfsroot')}"]
