@@ -103,15 +103,15 @@ def test_up_status_train_down(lab, tmp_path):
         assert row["node_ip"] == lab.ip["head"]  # the driver and its learner ran on the head
         assert row["env_runners/num_env_steps_sampled"] >= 200
         # Each env runner needs the `worker` resource, one unit on each worker: one ran on w1, one on w2.
-        # The GCS still lists the finished actors with their nodes.
+        # The GCS's actor table still lists the finished actors with their addresses (the state API would
+        # need the dashboard, which these clusters do not start).
         from raytrain.cluster import plan
         from raytrain.config.cluster import load_cluster
 
         cfg = load_cluster(path)
         where = (
-            "import json, ray\nfrom ray.util.state import list_actors\nray.init(logging_level='ERROR')\n"
-            "ips = {n['NodeID']: n['NodeManagerAddress'] for n in ray.nodes()}\n"
-            "print(json.dumps(sorted(ips[a.node_id] for a in list_actors(detail=True, limit=1000) if 'EnvRunner' in a.class_name)))"
+            "import json, ray\nfrom ray._private.state import actors\nray.init(logging_level='ERROR')\n"
+            "print(json.dumps(sorted(a['Address']['IPAddress'] for a in actors().values() if 'EnvRunner' in a['ActorClassName'])))"
         )
         placed = lab.on("head", f"{plan.env_prefix(cfg)} RAY_ADDRESS={cfg.address} {sys.executable} -c {shlex.quote(where)}")
         assert placed.returncode == 0, placed.stderr[-2000:]
