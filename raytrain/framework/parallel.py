@@ -527,6 +527,23 @@ class NodeActor:
             self.router.flush()
 
 
+def _spread(n: int) -> list:
+    """A scheduling strategy per node: round-robin over the alive Ray nodes, this machine's first.
+
+    Ray places an actor that demands no resource at all on a random node, whatever its strategy
+    (ray-project/ray#27577), so the nodes also demand 1 byte of `memory`. The affinity is soft, so a node restarted after its machine died (auto_recover)
+    goes wherever Ray finds room, and a machine without room for a node's CPUs gives it to another.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = ray.get_runtime_context().get_node_id()
+    alive = sorted((node["NodeID"] for node in ray.nodes() if node.get("Alive")), key=lambda node_id: (node_id != here, node_id))
+    if len(alive) <= 1:
+        return ["SPREAD"] * n
+    return [NodeAffinitySchedulingStrategy(alive[i % len(alive)], soft=True) for i in range(n)]
+
+
 def _main_code_by_value(main: Callable) -> None:
     """Ship the code of `main`'s own module or package with it, so nodes need not have it installed."""
     import sys
@@ -563,15 +580,17 @@ def _run(spec: _RunSpec, main: Callable, args: tuple, kwargs: dict) -> list:
     _main_code_by_value(main)
     actor_cls = ray.remote(NodeActor)
     retries = spec.max_retries if spec.auto_recover else 0
+    placement = _spread(len(spec.ids))
     actors = {}
-    for nid in spec.ids:
+    for i, nid in enumerate(spec.ids):
         actors[nid] = actor_cls.options(
             name=f"raytrain.{spec.run_id}.node.{nid}",
             num_cpus=spec.num_cpus,
+            memory=1,  # a non-empty demand: Ray places actors that demand nothing on a random node
             max_concurrency=4,
             max_restarts=retries,
             max_task_retries=-1 if retries else 0,
-            scheduling_strategy="SPREAD",
+            scheduling_strategy=placement[i],
         ).remote(spec.run_id, nid, spec.ids, spec.topology, spec.labels)
     results: dict[int, Any] = {}
     failure: NodeError | None = None
