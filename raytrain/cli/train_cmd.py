@@ -109,7 +109,7 @@ def _train(file, overrides, address, dry_run, resume) -> None:
 
     from raytrain.errors import ConfigError, ConfigIssue
     from raytrain.rllib.translate import build_ppo_config
-    from raytrain.training import Trainer, check_resources, connect_ray
+    from raytrain.training import Trainer, all_in_main_process, check_resources, connect_ray
 
     # RLlib's own checks, before anything is written. Importing RLlib and torch for them takes seconds, and
     # so does starting a local Ray: do both at once (the checks need no Ray), then fail before the run folder.
@@ -123,7 +123,7 @@ def _train(file, overrides, address, dry_run, resume) -> None:
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         rejected = pool.submit(rllib_check)
-        where = connect_ray(address)
+        where = connect_ray(address, workers_needed=not all_in_main_process(cfg))
         problem = rejected.result()
     if problem:
         raise ConfigError([ConfigIssue(str(file or resume), "", f"RLlib rejects the config: {problem}")])

@@ -39,8 +39,13 @@ def _run_dir(output: str) -> Path:
 
 def test_train_writes_complete_run_folder_then_resume_and_eval(ray_session, small_config):
     path, storage = small_config
+    import torch
+
+    torch.set_num_threads(2)
     result = invoke(["train", str(path), "--set", "training.gamma=0.95"])
     assert result.exit_code == 0, result.output
+    # Sampling and learning ran in this process with as many torch threads as it reserves (RLlib's 1 CPU).
+    assert torch.get_num_threads() == 1
     run = _run_dir(result.stdout)
     assert run.parent == storage / "small"
 
