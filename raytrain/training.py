@@ -136,14 +136,14 @@ class Trainer:
 
     def build(self, restore_from: Path | None = None) -> None:
         """Build the Algorithm (Ray must be connected) and restore a checkpoint if given."""
-        # torch's intra-op threads for the env runner and learner in this process: as many as the process
-        # reserves (RLlib's default: 1), as Ray does for its workers. torch would take every core, and on
-        # a small machine its threads then contend with Ray's own processes (CartPole: ~20% fewer steps/s).
         import torch
 
         from raytrain.rllib.callbacks import find
         from raytrain.rllib.translate import build_ppo_config
 
+        # torch's intra-op threads for the env runner and learner in this process: as many as the process
+        # reserves (RLlib's default: 1), as Ray does for its workers. torch would take every core, and on
+        # a small machine its threads then contend with Ray's own processes (CartPole: ~20% fewer steps/s).
         torch.set_num_threads(max(1, math.floor(self.cfg.resources.num_cpus_for_main_process or 1)))
         self.algo = build_ppo_config(self.cfg).build_algo()
         if restore_from is not None:
