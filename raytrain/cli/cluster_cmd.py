@@ -81,7 +81,12 @@ def up(
         err.print(f"cluster {cfg.name} is already up; {changed} (use --restart to restart it)", markup=False)
     else:
         err.print(f"cluster {cfg.name} up in {report.seconds:.1f} s", markup=False)
-    _print_status(cfg, lifecycle.status(cfg, runner))
+    if not report.already_up and all(n.node_name in report.versions for n in cfg.nodes):
+        # What `up` just read: the nodes it waited for and the versions its preflight checked.
+        shown = lifecycle.status(cfg, runner, known=report.nodes, versions=[report.versions[n.node_name] for n in cfg.nodes])
+    else:
+        shown = lifecycle.status(cfg, runner)
+    _print_status(cfg, shown)
     if cfg.head.dashboard.enabled and cfg.auth.mode == "token":
         # The path, never the token itself: output ends up in logs and terminals others read.
         out.print(f"dashboard login: paste the token from ~/.raytrain/clusters/{cfg.name}/auth_token "

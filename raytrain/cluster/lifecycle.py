@@ -47,12 +47,12 @@ def local_token_path(cfg: ClusterConfig) -> Path:
 
 def check(cfg: ClusterConfig, runner: Runner, *, nodes: list[NodeConfig] | None = None, ports: bool = True) -> CheckReport:
     """The preflight, in parallel on all (or the given) nodes: SSH, versions, head ports, shared storage."""
-    import ray
+    from importlib import metadata
 
     report = CheckReport()
     nodes = list(cfg.nodes if nodes is None else nodes)
     results = parallel(lambda n: runner.run(n, plan.probe(cfg), timeout=cfg.ssh.connect_timeout + 30), nodes)
-    here = {"python": platform.python_version(), "ray": ray.__version__, "hostname": platform.node()}
+    here = {"python": platform.python_version(), "ray": metadata.version("ray"), "hostname": platform.node()}
     report.versions["(this machine)"] = here
     reachable = []
     for node, res in zip(nodes, results):
@@ -212,6 +212,8 @@ class UpReport:
     commands: list[tuple[str, str]] = field(default_factory=list)
     mounts: list[MountResult] = field(default_factory=list)
     """What the NFS mount step did per node (empty without `storage.nfs`)."""
+    versions: dict[str, dict] = field(default_factory=dict)
+    """node name -> {python, ray, hostname}, from the preflight (the nodes it checked)."""
 
 
 def _install_token(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig]) -> None:
@@ -273,11 +275,13 @@ def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: 
                     return UpReport(True, nodes, time.perf_counter() - t0, mounts=mounts)
                 on_step(f"the head is up; starting the missing worker(s): {', '.join(w.node_name for w in to_start)}")
     head_needed = cfg.head in to_start
+    versions: dict[str, dict] = {}
     if preflight:
         on_step("preflight: ssh, versions, ports, storage on every node")
         report = check(cfg, runner, nodes=to_start, ports=head_needed)
         if not report.ok and not dry:
             raise ClusterError("preflight failed, nothing was started:\n  " + "\n  ".join(report.problems))
+        versions = report.versions
     _install_token(cfg, runner, to_start)
     # Every node this `up` ran `ray start` on, failed ones included: a `ray start` that exits non-zero
     # (or times out) may already have started a raylet or the GCS.
@@ -300,7 +304,7 @@ def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: 
         if dry:
             _alive(cfg, runner)  # shows the command `up` polls until every node has joined
             return UpReport(False, [], time.perf_counter() - t0, list(runner.commands), mounts)
-        return UpReport(False, _wait_alive(cfg, runner), time.perf_counter() - t0, mounts=mounts)
+        return UpReport(False, _wait_alive(cfg, runner), time.perf_counter() - t0, mounts=mounts, versions=versions)
     except BaseException:
         if attempted and not dry:
             on_step(f"failed: stopping Ray on {', '.join(n.node_name for n in attempted)}")
@@ -337,11 +341,14 @@ def _versions(cfg: ClusterConfig, runner: Runner) -> list[dict]:
     return out
 
 
-def status(cfg: ClusterConfig, runner: Runner) -> Status:
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        versions = pool.submit(_versions, cfg, runner)
-        known = _alive(cfg, runner)
-        versions = versions.result()
+def status(cfg: ClusterConfig, runner: Runner, *, known: list[dict] | None = None, versions: list[dict] | None = None) -> Status:
+    """The cluster as its head sees it. `known` (the head's node list) and `versions` (per node of the file)
+    may be given when the caller has just read them (`up`), to spare the SSH round trips."""
+    if known is None or versions is None:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            probed = pool.submit(_versions, cfg, runner) if versions is None else None
+            known = _alive(cfg, runner) if known is None else known
+            versions = probed.result() if probed is not None else versions
     by_ip: dict[str, dict] = {}
     for n in known or []:
         # A node that rejoined has an alive and a dead entry: alive wins.
