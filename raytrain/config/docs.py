@@ -62,6 +62,23 @@ def _rllib_defaults() -> dict[str, Any]:
     return out
 
 
+def _table(fields, unset=lambda name: "unset") -> list[str]:
+    """A Markdown table of (shown key, field name, pydantic field): key, type, default, meaning.
+
+    `unset(name)` says what a field without a default of its own falls back to."""
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for key, name, f in fields:
+        if f.is_required():
+            default = "required"
+        elif f.default is not None or f.default_factory is not None:
+            default = f"`{f.get_default(call_default_factory=True)!r}`"
+        else:
+            default = unset(name)
+        meaning = (f.description or "").replace("|", "\\|")
+        rows.append(f"| `{key}` | {type_name(f.annotation).replace('|', '/')} | {default} | {meaning} |")
+    return rows
+
+
 def markdown_reference() -> str:
     """A Markdown table per section: key, type, default, meaning."""
     defaults = _rllib_defaults()
@@ -70,19 +87,12 @@ def markdown_reference() -> str:
         lines.append(f"#### `{section}`\n")
         if model.__doc__:
             lines.append(model.__doc__.strip().splitlines()[0] + "\n")
-        lines.append("| key | type | default | meaning |")
-        lines.append("|---|---|---|---|")
-        for name, f in model.model_fields.items():
-            if f.is_required():
-                default = "required"
-            elif f.default is not None or f.default_factory is not None:
-                default = f"`{f.get_default(call_default_factory=True)!r}`"
-            elif f"{section}.{name}" in defaults:
-                default = f"RLlib: `{defaults[f'{section}.{name}']!r}`"
-            else:
-                default = "unset"
-            meaning = (f.description or "").replace("|", "\\|")
-            lines.append(f"| `{f.alias or name}` | {type_name(f.annotation).replace('|', '/')} | {default} | {meaning} |")
+        lines += _table(
+            [(f.alias or name, name, f) for name, f in model.model_fields.items()],
+            lambda name, section=section: (
+                f"RLlib: `{defaults[f'{section}.{name}']!r}`" if f"{section}.{name}" in defaults else "unset"
+            ),
+        )
         lines.append("")
     lines.append("#### `stop`\n")
     lines.append(RaytrainConfig.model_fields["stop"].description + "\n")
@@ -104,18 +114,8 @@ def sweep_reference() -> str:
     from raytrain.config.sweep import SweepConfig
 
     def table(model, prefix: str) -> list[str]:
-        rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
-        for name, f in model.model_fields.items():
-            if _model_of(f.annotation) is not None and prefix == "":
-                continue
-            if f.is_required():
-                default = "required"
-            else:
-                value = f.get_default(call_default_factory=True)
-                default = "unset" if value is None else f"`{value!r}`"
-            meaning = (f.description or "").replace("|", "\\|")
-            rows.append(f"| `{prefix}{name}` | {type_name(f.annotation).replace('|', '/')} | {default} | {meaning} |")
-        return rows
+        return _table([(f"{prefix}{name}", name, f) for name, f in model.model_fields.items()
+                       if prefix or _model_of(f.annotation) is None])
 
     lines = ["#### top level\n", *table(SweepConfig, ""), ""]
     for name, f in SweepConfig.model_fields.items():

@@ -111,12 +111,10 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
     """Start a new sweep (Ray must be connected). Returns the experiment folder."""
     import os
 
-    import ray
-
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", EXPERIMENT_STATE_PERIOD_S)
 
     from raytrain.tune.build import build
-    from raytrain.tune.storage import check_shared_storage
+    from raytrain.tune.storage import check_storage_on_cluster
 
     exp_dir = loaded.experiment_dir
     if any(exp_dir.glob("experiment_state-*.json")):  # LoadedSweep.take_free_name() avoids this
@@ -124,8 +122,7 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
             f"{exp_dir} already holds an experiment; continue it with `raytrain tune resume {exp_dir}` "
             "or start a new one with --name NEW_NAME (nothing was changed)"
         )
-    if len([n for n in ray.nodes() if n.get("Alive")]) > 1:
-        check_shared_storage(loaded.sweep.checkpoint.storage_path)
+    check_storage_on_cluster(loaded.sweep.checkpoint.storage_path)
     _write_meta(loaded, plan_, argv)
     if loaded.sweep.search.seed is not None:
         # PBT and PB2 draw their perturbations from Python's and NumPy's global generators.
@@ -145,11 +142,10 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
     """Continue an interrupted sweep from its checkpoints (Ray must be connected)."""
     import os
 
-    import ray
     from ray import tune
 
     from raytrain.tune.results import read_meta
-    from raytrain.tune.storage import check_shared_storage
+    from raytrain.tune.storage import check_storage_on_cluster
     from raytrain.tune.trainable import RaytrainPPO
 
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", EXPERIMENT_STATE_PERIOD_S)
@@ -157,8 +153,7 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
     read_meta(exp_dir)
     if not tune.Tuner.can_restore(str(exp_dir)):
         raise SweepError(f"{exp_dir} has no Tune experiment state to resume from")
-    if len([n for n in ray.nodes() if n.get("Alive")]) > 1:
-        check_shared_storage(str(exp_dir))  # every node must see the experiment's checkpoints
+    check_storage_on_cluster(str(exp_dir))  # every node must see the experiment's checkpoints
     with open(exp_dir / "command.txt", "a") as fh:
         fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}\n{' '.join(argv)}\n")
     tuner = tune.Tuner.restore(
