@@ -26,6 +26,12 @@ def _load(file, set_, *, starting=False, insecure=False):
 InsecureOption = Annotated[bool, typer.Option("--insecure", help="Allow a network-open dashboard with auth disabled.")]
 
 
+def _print_commands(runner) -> None:
+    """What a dry run would have run: one line per command, prefixed with its node."""
+    for node, command in runner.commands:
+        out.print(f"[{node}] {command}", markup=False)
+
+
 def _runner(cfg, dry_run=False):
     from raytrain.cluster.runner import DryRunner, SSHRunner
 
@@ -71,8 +77,7 @@ def up(
     report = lifecycle.up(cfg, runner, restart=restart, on_step=lambda t: err.print(t, style="dim", markup=False))
     ports = "ports to open between the nodes: " + ", ".join(f"{p} ({what})" for p, what in plan.firewall_ports(cfg))
     if dry_run:
-        for node, command in runner.commands:
-            out.print(f"[{node}] {command}", markup=False)
+        _print_commands(runner)
         err.print(ports, markup=False)
         return
     if report.already_up:
@@ -110,8 +115,7 @@ def down(
     if dry_run:
         runner = _runner(cfg, dry_run=True)
         lifecycle.down(cfg, runner)
-        for name, command in runner.commands:
-            out.print(f"[{name}] {command}", markup=False)
+        _print_commands(runner)
         return
     if not yes:
         typer.confirm(f"stop every Ray process of cluster {cfg.name} on {len(cfg.nodes)} node(s)?", abort=True)
@@ -162,8 +166,7 @@ def exec_(
     runner = _runner(cfg, dry_run)
     results = lifecycle.exec_(cfg, runner, shlex.join(command) if len(command) > 1 else command[0], nodes)
     if dry_run:
-        for name, shown in runner.commands:
-            out.print(f"[{name}] {shown}", markup=False)
+        _print_commands(runner)
         return
     for r in results:
         for line in r.stdout.splitlines():

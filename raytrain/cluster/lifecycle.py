@@ -228,7 +228,7 @@ def _install_token(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig]) 
 
 def _wait_ports_free(cfg: ClusterConfig, runner: Runner, timeout_s: float = 30) -> None:
     """After a stop, wait until the head's ports are released (processes can take a moment to exit)."""
-    wanted = [cfg.head.port] + ([cfg.head.dashboard.port] if cfg.head.dashboard.enabled else [])
+    wanted = plan.ports_to_check(cfg, cfg.head)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         res = runner.run(cfg.head, plan.ports_free(cfg, wanted), timeout=30)

@@ -187,10 +187,14 @@ def list_nodes(cfg: ClusterConfig) -> str:
     return f"{env_prefix(cfg)} RAY_ADDRESS={cfg.address} {cfg.python_path} -c {shlex.quote(NODES_SCRIPT)}"
 
 
-NODE_PORTS = (
-    "node_manager_port", "object_manager_port", "dashboard_agent_listen_port", "dashboard_agent_grpc_port",
-    "metrics_export_port", "runtime_env_agent_port",
-)
+# Each pinnable port (a key of `ports:`) and what it is; all but the Ray Client's are bound on every node.
+PORT_LABELS = {
+    "node_manager_port": "raylet", "object_manager_port": "object manager",
+    "dashboard_agent_listen_port": "dashboard agent HTTP", "dashboard_agent_grpc_port": "dashboard agent gRPC",
+    "metrics_export_port": "metrics", "runtime_env_agent_port": "runtime env agent",
+    "ray_client_server_port": "Ray Client (head)",
+}
+NODE_PORTS = tuple(key for key in PORT_LABELS if key != "ray_client_server_port")
 
 
 def ports_to_check(cfg: ClusterConfig, node: NodeConfig) -> list[int]:
@@ -209,15 +213,9 @@ def firewall_ports(cfg: ClusterConfig) -> list[tuple[str, str]]:
     out = [(str(cfg.head.port), "GCS (head)")]
     if cfg.head.dashboard.enabled:
         out.append((str(cfg.head.dashboard.port), f"dashboard (head, listening on {cfg.head.dashboard.host})"))
-    named = [
-        ("node_manager_port", "raylet"), ("object_manager_port", "object manager"),
-        ("dashboard_agent_listen_port", "dashboard agent HTTP"), ("dashboard_agent_grpc_port", "dashboard agent gRPC"),
-        ("metrics_export_port", "metrics"), ("runtime_env_agent_port", "runtime env agent"),
-        ("ray_client_server_port", "Ray Client (head)"),
-    ]
     # Unpinned, Ray picks a random free port, except for these two fixed defaults.
     ray_defaults = {"dashboard_agent_listen_port": "52365 (Ray's default)", "ray_client_server_port": "10001 (Ray's default)"}
-    for key, what in named:
+    for key, what in PORT_LABELS.items():
         value = getattr(p, key)
         out.append((str(value) if value else ray_defaults.get(key, "random"), what))
     if p.min_worker_port or p.max_worker_port:

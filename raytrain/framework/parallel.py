@@ -531,8 +531,9 @@ def _spread(n: int) -> list:
     """A scheduling strategy per node: round-robin over the alive Ray nodes, this machine's first.
 
     Ray places an actor that demands no resource at all on a random node, whatever its strategy
-    (ray-project/ray#27577), so the nodes also demand 1 byte of `memory`. The affinity is soft, so a node restarted after its machine died (auto_recover)
-    goes wherever Ray finds room, and a machine without room for a node's CPUs gives it to another.
+    (ray-project/ray#27577), so the nodes also demand 1 byte of `memory`. The affinity is soft, so a node
+    restarted after its machine died (auto_recover) goes wherever Ray finds room, and a machine without room
+    for a node's CPUs gives it to another.
     """
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
