@@ -28,6 +28,7 @@ reference: install
 	$(PYTHON) scripts/gen_reference.py
 
 bench: install
+	$(PYTHON) -m pip install -q -e ".[bench]"
 	$(PYTHON) scripts/bench_train.py
 	$(PYTHON) scripts/bench_tune.py
 	$(PYTHON) scripts/bench_cluster.py

@@ -14,8 +14,16 @@ Standalone (never imported by the package). Everything runs as subprocesses, one
     `raytrain/episode_return_mean_100` first reaches the threshold was reported (its progress line on
     stderr, timed here to the millisecond; if that line cannot be matched, the result's integer
     `timestamp` field is used). Start-up = subprocess start until the first iteration began.
+(c) the reference, in the same window: with stable-baselines3 installed (`pip install -e ".[bench]"`),
+    each solve seed is followed by stable-baselines3's PPO with rl-baselines3-zoo's tuned CartPole-v1
+    hyperparameters, timed the same way (process start until the mean return of its last 100 episodes,
+    SB3's own `ep_info_buffer`, first reaches the threshold; checked at every finished episode, which
+    favours SB3). The issue's figures were taken where SB3 took 13 s; its 20 s goal is therefore a
+    ratio raytrain/SB3 of at most 20/13 = 1.54, and beating SB3 is a ratio below 1. The ratio is what
+    carries over between machines (this one's speed varies by 2x from day to day).
 
     python scripts/bench_train.py [--repeats 3] [--iterations 20] [--skip-throughput] [--skip-solve]
+                                  [--reference sb3|none]
 """
 
 from __future__ import annotations
@@ -103,6 +111,38 @@ for _ in range(hp["iterations"]):
     row["wall"] = time.time()
     print("BENCH_ITER " + json.dumps(row), flush=True)
 algo.stop()
+'''
+
+# The reference: stable-baselines3 PPO with rl-baselines3-zoo's tuned CartPole-v1 hyperparameters
+# (hyperparams/ppo.yml: 8 envs, n_steps 32, batch 256, gae_lambda 0.8, gamma 0.98, 20 epochs,
+# ent_coef 0, learning rate and clip range decaying linearly from 1e-3 and 0.2), as that zoo runs it
+# (torch's default threads). argv: seed, threshold, max env steps.
+SB3_SCRIPT = r'''
+import sys, time
+seed, threshold, budget = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+import numpy as np
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+
+def linear(start):
+    return lambda progress_remaining: progress_remaining * start
+
+class StopAtThreshold(BaseCallback):
+    def _on_step(self):
+        if not self.locals["dones"].any():
+            return True
+        returns = [info["r"] for info in self.model.ep_info_buffer]
+        if returns and np.mean(returns) >= threshold:
+            print(f"BENCH_SOLVED {self.num_timesteps}", flush=True)
+            return False
+        return True
+
+env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+            ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed, device="cpu")
+print("BENCH_STARTED", flush=True)
+model.learn(budget, callback=StopAtThreshold())
 '''
 
 # YAML keys the baseline script knows, per section; anything else in CONFIG is an error (the two
@@ -255,6 +295,28 @@ def run_rllib(hp: dict, script: Path, timeout: float) -> dict:
     return res
 
 
+def run_sb3(script: Path, seed: int, threshold: float, timeout: float) -> dict:
+    """The reference run: solve wall time from process start, env steps, start-up."""
+    res = run_timed([sys.executable, str(script), str(seed), str(threshold), "300000"], timeout)
+    marks = {text.split()[0]: (t, text) for t, text in res["out"] if text.startswith("BENCH_")}
+    if res["rc"] != 0 or "BENCH_STARTED" not in marks:
+        tail = "\n".join(text for _, text in res["err"][-15:])
+        raise SystemExit(f"stable-baselines3 run failed (rc {res['rc']})\n{tail}")
+    solved = marks.get("BENCH_SOLVED")
+    res["solve_s"] = solved[0] - res["start"] if solved else None
+    res["steps"] = int(solved[1].split()[1]) if solved else None
+    res["startup_s"] = marks["BENCH_STARTED"][0] - res["start"]
+    return res
+
+
+def sb3_available() -> str | None:
+    """stable-baselines3's version, or None when it is not installed."""
+    try:
+        return metadata.version("stable-baselines3")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def throughput(rows: list[dict]) -> tuple[float, float]:
     """(env steps/s over train() time, env steps/s over wall time), iteration 1 excluded."""
     first, last = rows[0], rows[-1]
@@ -301,6 +363,10 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=300, help="seconds before a run is killed; default 300")
     p.add_argument("--wait-idle", type=float, default=30,
                    help="before each run wait up to this many seconds for other CPU load to stop; default 30 (0: off)")
+    p.add_argument("--reference", choices=("sb3", "none"), default="sb3",
+                   help="run stable-baselines3 (rl-baselines3-zoo hyperparameters) after each solve seed, "
+                        "for a ratio that carries over between machines; default sb3 (skipped with a note "
+                        "when it is not installed: pip install -e '.[bench]')")
     p.add_argument("--keep", action="store_true", help="keep the run folders (temp dir) and print where")
     args = p.parse_args()
     config = args.config.resolve()
@@ -309,6 +375,13 @@ def main() -> None:
 
     print("command:", " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv))
     vers = {n: metadata.version(n) for n in ("ray", "torch", "gymnasium")}
+    reference = args.reference == "sb3" and not args.skip_solve
+    if reference and sb3_available() is None:
+        print("note: stable-baselines3 is not installed, so the reference runs are skipped "
+              "(pip install -e '.[bench]', or --reference none)")
+        reference = False
+    if reference:
+        vers["stable-baselines3"] = sb3_available()
     print(f"python {sys.version.split()[0]}, " + ", ".join(f"{k} {v}" for k, v in vers.items())
           + f", {os.cpu_count()} CPUs, config {config}")
     sys.stdout.flush()
@@ -346,6 +419,9 @@ def main() -> None:
 
         if not args.skip_solve:
             rows, solve, steps, starts = [], [], [], []
+            ref_rows, ref_solve, ref_steps, ref_starts = [], [], [], []
+            ref_script = tmp / "sb3_ppo.py"
+            ref_script.write_text(SB3_SCRIPT)
             for i in range(args.repeats):
                 seed = args.seed_base + i
                 res = run_raytrain(config, tmp / "solve", [f"experiment.seed={seed}"] + args.overrides, args.timeout)
@@ -365,6 +441,16 @@ def main() -> None:
                                  f(res["end"] - res["start"], ".1f"), f(res["load"], ".1f")])
                 starts.append(start)
                 print(f"  solve seed {seed}: {rows[-1][1]} s, {rows[-1][2]} env steps", flush=True)
+                if reference:
+                    ref = run_sb3(ref_script, seed, args.threshold, args.timeout)
+                    ref_solve.append(ref["solve_s"])
+                    if ref["steps"] is not None:
+                        ref_steps.append(ref["steps"])
+                    ref_starts.append(ref["startup_s"])
+                    ref_rows.append([seed, f(ref["solve_s"], ".1f") if ref["solve_s"] else "not reached",
+                                     f(ref["steps"]), f(ref["startup_s"], ".1f"),
+                                     f(ref["end"] - ref["start"], ".1f"), f(ref["load"], ".1f")])
+                    print(f"  reference seed {seed}: {ref_rows[-1][1]} s, {ref_rows[-1][2]} env steps", flush=True)
             reached = [s for s in solve if s is not None]
             rows.append(["median", f(med(solve) if len(reached) == len(solve) else None, ".1f"), f(med(steps)),
                          "", f(med(starts), ".1f"), "", "", ""])
@@ -373,6 +459,18 @@ def main() -> None:
                 ["seed", "solve s", "env steps", "iters", "start-up s", "env steps/s", "process s", "load"], rows,
                 f"(b) time to solve: wall s from process start until {args.metric} >= {args.threshold:g} "
                 f"({len(reached)}/{len(solve)} reached){' ' + extra if extra else ''}"))
+            if reference:
+                ours = med(solve) if None not in solve else None
+                theirs = med(ref_solve) if None not in ref_solve else None
+                ref_rows.append(["median", f(theirs, ".1f"), f(med(ref_steps)), f(med(ref_starts), ".1f"), "", ""])
+                ratio = f(ours / theirs, ".2f") if ours and theirs else "-"
+                ref_rows.append(["raytrain/SB3", ratio, f(med(steps) / med(ref_steps), ".2f") if steps and ref_steps else "-",
+                                 f(med(starts) / med(ref_starts), ".2f") if ref_starts else "-", "", ""])
+                tables.append(fmt_table(
+                    ["seed", "solve s", "env steps", "start-up s", "process s", "load"], ref_rows,
+                    "(c) reference in the same window: stable-baselines3 PPO, rl-baselines3-zoo CartPole-v1 "
+                    "hyperparameters, same criterion\n    goal: solve-time ratio raytrain/SB3 <= 1.54 (the issue's 20 s "
+                    "where SB3 took 13 s); beyond that, below 1 (beat SB3)"))
     finally:
         if args.keep:
             print(f"run folders kept in {tmp}")
