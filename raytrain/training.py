@@ -68,6 +68,19 @@ def all_in_main_process(cfg: RaytrainConfig) -> bool:
     )
 
 
+def preload_for_build(cfg: RaytrainConfig) -> None:
+    """Import what building the Algorithm will import, so that it can be done while Ray starts.
+
+    With a seed, RLlib calls `torch.use_deterministic_algorithms(True)`, which in torch 2.13 imports
+    `torch._inductor.config` and with it TorchDynamo and Inductor: about 1.7 s of imports in the middle
+    of the build. Done here, in parallel with `ray.init()`, it costs the build nothing.
+    """
+    import torch  # noqa: F401
+
+    if cfg.experiment.seed is not None:
+        import torch._inductor.config  # noqa: F401
+
+
 def connect_ray(address: str | None, num_cpus: int | None = None, *, workers_needed: bool = True) -> str:
     """Connect to the cluster at `address` (or RAY_ADDRESS), or start a local Ray. Returns a description.
 

@@ -109,16 +109,18 @@ def _train(file, overrides, address, dry_run, resume) -> None:
 
     from raytrain.errors import ConfigError, ConfigIssue
     from raytrain.rllib.translate import build_ppo_config
-    from raytrain.training import Trainer, all_in_main_process, check_resources, connect_ray
+    from raytrain.training import Trainer, all_in_main_process, check_resources, connect_ray, preload_for_build
 
     # RLlib's own checks, before anything is written. Importing RLlib and torch for them takes seconds, and
     # so does starting a local Ray: do both at once (the checks need no Ray), then fail before the run folder.
+    # The same thread then imports what the Algorithm's build would import later.
 
     def rllib_check() -> str | None:
         try:
             build_ppo_config(cfg).validate()
         except Exception as exc:
             return str(exc)
+        preload_for_build(cfg)
         return None
 
     with ThreadPoolExecutor(max_workers=1) as pool:
