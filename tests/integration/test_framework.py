@@ -306,7 +306,7 @@ def _raytrain_run(tmp_path, *args, **popen):
     import ray
 
     (tmp_path / "pipeline.py").write_text(PIPELINE)
-    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, "PYTHONFAULTHANDLER": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "raytrain", "run", str(tmp_path / "pipeline.py"), "--main", "main", *args],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen,
@@ -335,15 +335,31 @@ def test_raytrain_run_ctrl_c_stops_every_node(ray_session, tmp_path):
     import ray
 
     proc = _raytrain_run(tmp_path, "--workers", "2", "--labels", "forever", start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        alive = [a for a in ray.util.list_named_actors(all_namespaces=True) if ".node." in a["name"]]
-        if len(alive) == 2:
-            break
-        time.sleep(0.2)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            alive = [a for a in ray.util.list_named_actors(all_namespaces=True) if ".node." in a["name"]]
+            if len(alive) == 2:
+                break
+            time.sleep(0.2)
+        assert len(alive) == 2, f"the two nodes did not start within 120 s: {alive}"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            # PYTHONFAULTHANDLER (set by _raytrain_run): SIGABRT makes it print every thread's stack first.
+            proc.send_signal(signal.SIGABRT)
+            try:
+                out, _ = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, _ = proc.communicate()
+            raise AssertionError(f"raytrain run did not stop within 60 s of Ctrl-C; its output and stacks:\n{out}") from None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert proc.returncode == 130, out
     assert "stopped by Ctrl-C: all 2 nodes stopped" in out
     deadline = time.monotonic() + 30
@@ -391,7 +407,7 @@ def test_the_examples_run_with_raytrain_run(ray_session, example, workers, expec
     import ray
 
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "raytrain", "run", str(root / "examples" / example), "--main", "main", "--workers", str(workers)],
         env=env, capture_output=True, text=True, timeout=400,
