@@ -100,3 +100,22 @@ def fail(message: str, code: int = 2) -> None:
 
 def argv() -> list[str]:
     return ["raytrain", *sys.argv[1:]]
+
+
+def interrupt_on_signals() -> None:
+    """Ctrl-C and SIGTERM (a scheduler, `kill`) both raise KeyboardInterrupt: training stops with a
+    checkpoint, `raytrain run` stops every node.
+
+    Installed explicitly because a process started in the background by a non-interactive shell
+    inherits SIGINT as ignored, and SIGTERM would otherwise end the run without a checkpoint.
+    A second signal while the checkpoint is being written ends the process at once.
+    """
+    import signal
+
+    def first(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, first)
+    signal.signal(signal.SIGTERM, first)

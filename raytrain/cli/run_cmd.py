@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from raytrain.cli.common import AddressOption, ClusterOption, cluster_address, err, handle_errors
+from raytrain.cli.common import AddressOption, ClusterOption, cluster_address, err, handle_errors, interrupt_on_signals
 from raytrain.errors import UsageError
 
 
@@ -103,6 +103,7 @@ def _run(target, main, workers, topology, labels, node_ids, address, auto_recove
         address=address,
         num_cpus=num_cpus,
     )
+    interrupt_on_signals()  # Ctrl-C and SIGTERM stop every node, even where SIGINT came in ignored
     started = time.perf_counter()
     try:
         runner(fn)

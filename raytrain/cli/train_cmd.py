@@ -18,6 +18,7 @@ from raytrain.cli.common import (
     cluster_address,
     err,
     handle_errors,
+    interrupt_on_signals,
     out,
     say,
 )
@@ -140,7 +141,7 @@ def _train(file, overrides, address, dry_run, resume) -> None:
     err.print(f"run folder: {folder.path}", markup=False)
     err.print(f"training PPO on {cfg.environment.env} ({where})" + (f", resuming from {checkpoint.name}" if checkpoint else ""), markup=False)
 
-    _interrupt_on_signals()
+    interrupt_on_signals()
     trainer = Trainer(
         cfg,
         folder,
@@ -159,24 +160,6 @@ def _train(file, overrides, address, dry_run, resume) -> None:
     if outcome.reason == "interrupted":
         err.print(f"resume with: raytrain train --resume {outcome.run_dir}", markup=False)
         raise typer.Exit(130)
-
-
-def _interrupt_on_signals() -> None:
-    """Ctrl-C and SIGTERM (a scheduler, `kill`) both stop training with a checkpoint.
-
-    Installed explicitly because a process started in the background by a non-interactive shell
-    inherits SIGINT as ignored, and SIGTERM would otherwise end the run without a checkpoint.
-    A second signal while the checkpoint is being written ends the process at once.
-    """
-    import signal
-
-    def first(signum, frame):
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, first)
-    signal.signal(signal.SIGTERM, first)
 
 
 def eval_(

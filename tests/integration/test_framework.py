@@ -334,7 +334,12 @@ def test_raytrain_run_reports_a_failing_node(ray_session, tmp_path):
 def test_raytrain_run_ctrl_c_stops_every_node(ray_session, tmp_path):
     import ray
 
-    proc = _raytrain_run(tmp_path, "--workers", "2", "--labels", "forever", start_new_session=True)
+    # Started with SIGINT ignored, as a background job of a non-interactive shell (CI, nohup) starts it:
+    # raytrain must still stop on Ctrl-C.
+    proc = _raytrain_run(
+        tmp_path, "--workers", "2", "--labels", "forever", start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
