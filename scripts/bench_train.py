@@ -376,12 +376,13 @@ def main() -> None:
     print("command:", " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv))
     vers = {n: metadata.version(n) for n in ("ray", "torch", "gymnasium")}
     reference = args.reference == "sb3" and not args.skip_solve
-    if reference and sb3_available() is None:
+    sb3_version = sb3_available() if reference else None
+    if reference and sb3_version is None:
         print("note: stable-baselines3 is not installed, so the reference runs are skipped "
               "(pip install -e '.[bench]', or --reference none)")
         reference = False
     if reference:
-        vers["stable-baselines3"] = sb3_available()
+        vers["stable-baselines3"] = sb3_version
     print(f"python {sys.version.split()[0]}, " + ", ".join(f"{k} {v}" for k, v in vers.items())
           + f", {os.cpu_count()} CPUs, config {config}")
     sys.stdout.flush()

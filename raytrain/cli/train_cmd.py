@@ -116,7 +116,7 @@ def _train(file, overrides, address, dry_run, resume) -> None:
     # so does starting a local Ray: do both at once (the checks need no Ray), then fail before the run folder.
     # The same thread then imports what the Algorithm's build would import later.
 
-    def rllib_check() -> str | None:
+    def check_then_preload() -> str | None:
         try:
             build_ppo_config(cfg).validate()
         except Exception as exc:
@@ -125,7 +125,7 @@ def _train(file, overrides, address, dry_run, resume) -> None:
         return None
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        rejected = pool.submit(rllib_check)
+        rejected = pool.submit(check_then_preload)
         where = connect_ray(address, workers_needed=not all_in_main_process(cfg))
         problem = rejected.result()
     if problem:
