@@ -39,6 +39,7 @@ test-unit: install
 
 lint: install
 	"$(PY)" -m ruff check raytrain tests scripts
+	"$(PY)" -m mypy
 
 reference: install
 	"$(PY)" scripts/gen_reference.py
