@@ -18,6 +18,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from raytrain.errors import FrameworkError
 
@@ -55,7 +56,7 @@ def _name(fn: Callable) -> str:
 class EventBus:
     """Handlers keyed by glob pattern, safe to use from several threads."""
 
-    def __init__(self, kind: str = "event", backlog_limit: int = 100_000):
+    def __init__(self, kind: str = "event", backlog_limit: int = 100_000) -> None:
         self.kind = kind
         self.backlog_limit = backlog_limit
         self.errors: deque[HandlerError] = deque(maxlen=100)
@@ -170,7 +171,7 @@ class EventBus:
         got: list[tuple[tuple, dict]] = []
         ready = threading.Event()
 
-        def catch(*args, **kwargs):
+        def catch(*args: Any, **kwargs: Any) -> None:
             got.append((args, kwargs))
             ready.set()
 
@@ -207,3 +208,21 @@ class EventBus:
             self._closed = False
             self._handlers.clear()
             self.errors.clear()
+
+
+class Subscriptions:
+    """`on` / `once` / `off` on an object's `_bus`: a task's events and a router's raw topics alike."""
+
+    _bus: EventBus
+
+    def on(self, event: str, fn: Callable[..., Any]) -> None:
+        """Call `fn(*args, **kwargs)` on every event (or raw topic) matching the glob pattern `event`."""
+        self._bus.on(event, fn)
+
+    def once(self, event: str, fn: Callable[..., Any]) -> None:
+        """Like `on`, for the next matching event only."""
+        self._bus.once(event, fn)
+
+    def off(self, event: str, fn: Callable[..., Any] | None = None) -> None:
+        """Remove the handlers of `event` (all of them when `fn` is None)."""
+        self._bus.off(event, fn)

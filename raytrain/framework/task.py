@@ -12,17 +12,28 @@ import logging
 import math
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from types import GeneratorType
-from typing import Any
+from types import GeneratorType, TracebackType
+from typing import TYPE_CHECKING, Any, Union
 
 from raytrain.errors import FrameworkError
 from raytrain.framework.context import Context
-from raytrain.framework.events import EventBus
+from raytrain.framework.events import EventBus, HandlerError, Subscriptions
 from raytrain.framework.wrappers import middleware_name
 
+if TYPE_CHECKING:
+    from raytrain.framework.router import Router
+
 log = logging.getLogger("raytrain.framework")
+
+Middleware = Callable[[Any], Any]
+"""`fn(ctx)`: a plain function, a callable object, or a generator function (code after `yield` runs backward)."""
+Backward = Generator[Any, Any, Any]
+"""A middleware's suspended generator: its backward part (the code after `yield`) still to run."""
+BackwardItem = Union[Backward, "Future[Backward | None]", None]
+"""What waits on a backward stack: a suspended generator, or (async mode) the future of one."""
+BackwardStack = list[BackwardItem]
 
 
 class Role(str, enum.Enum):
@@ -42,7 +53,7 @@ class _Void:
 
     __name__ = "void"
 
-    def __call__(self, ctx) -> None:
+    def __call__(self, ctx: Any) -> None:
         return None
 
 
@@ -53,14 +64,14 @@ _nested = threading.local()
 """`stack`: the backward parts of middleware that `task.wrap` ran inside the forward part running in this thread."""
 
 
-def _forward_part(fn: Callable, ctx) -> GeneratorType | None:
+def _forward_part(fn: Middleware, ctx: Any) -> Backward | None:
     """Run `fn` up to its first `yield`; return a generator if it has a backward part.
 
     Backward parts of wrapped middleware that `fn` called (`task.wrap`) and did not run itself join its own,
     to run after it, as DI-engine's global backward step does.
     """
     outer = getattr(_nested, "stack", None)
-    nested: list = []
+    nested: BackwardStack = []
     _nested.stack = nested
     try:
         out = fn(ctx)
@@ -83,10 +94,10 @@ def _forward_part(fn: Callable, ctx) -> GeneratorType | None:
     return _backward_later(nested)
 
 
-def _backward_later(stack: list) -> GeneratorType:
+def _backward_later(stack: BackwardStack) -> Backward:
     """A started generator whose backward part runs `stack`; closing it abandons them."""
 
-    def later():
+    def later() -> Generator[None, None, None]:
         try:
             yield
         except GeneratorExit:
@@ -99,7 +110,7 @@ def _backward_later(stack: list) -> GeneratorType:
     return g
 
 
-def _backward(stack: list) -> None:
+def _backward(stack: BackwardStack) -> None:
     while stack:
         g = stack.pop()
         if isinstance(g, Future):
@@ -112,7 +123,7 @@ def _backward(stack: list) -> None:
             continue
 
 
-def _abandon(stack: list) -> None:
+def _abandon(stack: BackwardStack) -> None:
     """Close suspended generators without running their backward parts (their `finally` still runs)."""
     while stack:
         g = stack.pop()
@@ -135,22 +146,23 @@ def _module_task() -> Task:
     return framework.task
 
 
-class Task:
+class Task(Subscriptions):
     """A pipeline of middleware with an event system; in a parallel run, one node of it.
 
-    Use the module-level `raytrain.framework.task` as in DI-engine, or an explicit `Task()`.
+    Use the module-level `raytrain.framework.task` as in DI-engine, or an explicit `Task()`. `on` / `once` /
+    `off` register event handlers (see `Subscriptions`).
     """
 
     role = Role
     """The roles a node can take (`task.role.LEARNER`, ...), as in DI-engine."""
 
-    def __init__(self, router=None) -> None:
+    def __init__(self, router: Router | None = None) -> None:
         self._router = router
         self._bus = EventBus("event")
         self._stopped = False
         self._reset(async_mode=False, n_async_workers=3, ctx=None, labels=None)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[], Task], tuple[()]]:
         # A task is this process's pipeline: code shipped to a node (e.g. a `main` pickled by value) gets the
         # node's own module-level task, or a fresh Task for any other instance, never a copy of this one.
         import raytrain.framework as framework
@@ -159,7 +171,7 @@ class Task:
 
     # -- life cycle --------------------------------------------------------------------------------
     @property
-    def router(self):
+    def router(self) -> Router:
         """This process's node of a parallel run (`node_id`, `is_active`, `labels`, raw `on`/`emit`).
 
         The router given to `Task(router=...)`, or else the one `Parallel()` returns in this process (looked up
@@ -171,12 +183,14 @@ class Task:
 
         return Parallel.current()
 
-    def _reset(self, async_mode, n_async_workers, ctx, labels) -> None:
+    def _reset(
+        self, async_mode: bool, n_async_workers: int, ctx: Context | None, labels: Iterable[str] | None
+    ) -> None:
         self.ctx = ctx if ctx is not None else Context()
-        self._middleware: list[Callable] = []
-        self._wrappers: list[Callable] = []
-        self._wrapped: list[Callable] = []
-        self._backward_stack: list = []
+        self._middleware: list[Middleware] = []
+        self._wrappers: list[Callable[[Middleware], Middleware]] = []
+        self._wrapped: list[Middleware] = []
+        self._backward_stack: BackwardStack = []
         self._finish = False
         self._finish_sent = False
         self._async_mode = async_mode
@@ -207,7 +221,9 @@ class Task:
     def __enter__(self) -> Task:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         # A failing node does not end the others by itself: the runner decides (it may restart this node).
         self.stop(broadcast=exc_type is None)
 
@@ -245,10 +261,16 @@ class Task:
             self._finish_sent = True
             self.router.send_finish()
 
-    def _remote_finish(self) -> None:
+    # -- from other nodes (called by the router: `router.RemoteEvents`) -----------------------------
+    def finish_remote(self) -> None:
         """Another node finished: end this node's run after its current step (without echoing it back)."""
         self._finish_sent = True
         self._finish = True
+
+    def deliver_remote(self, event: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """An event from another node (called by the router's inbox thread)."""
+        if not self._stopped:
+            self._bus.dispatch(event, args, kwargs, remote=True)
 
     # -- labels ------------------------------------------------------------------------------------
     @property
@@ -284,11 +306,11 @@ class Task:
         return set(self._roles)
 
     # -- middleware --------------------------------------------------------------------------------
-    def void(self) -> Callable:
+    def void(self) -> Middleware:
         """A middleware that `use()` skips."""
         return _VOID
 
-    def use(self, fn: Callable, lock: bool | threading.Lock = False) -> Task:
+    def use(self, fn: Middleware, lock: bool | threading.Lock = False) -> Task:
         """Add a middleware (a function of ctx, possibly a generator); `lock` serialises it in async mode."""
         if fn is _VOID or isinstance(fn, _Void):
             return self
@@ -300,13 +322,13 @@ class Task:
         self._wrapped.append(self._apply_wrappers(fn))
         return self
 
-    def use_wrapper(self, wrapper: Callable[[Callable], Callable]) -> Task:
+    def use_wrapper(self, wrapper: Callable[[Middleware], Middleware]) -> Task:
         """Wrap every middleware, those already added and later ones; the last wrapper is outermost."""
         self._wrappers.append(wrapper)
         self._wrapped = [self._apply_wrappers(fn) for fn in self._middleware]
         return self
 
-    def _apply_wrappers(self, fn: Callable) -> Callable:
+    def _apply_wrappers(self, fn: Middleware) -> Middleware:
         for wrapper in self._wrappers:
             fn = wrapper(fn)
         return fn
@@ -334,11 +356,11 @@ class Task:
 
     def forward(
         self,
-        fn: Callable,
+        fn: Middleware,
         ctx: Context | None = None,
-        backward_stack: list | None = None,
+        backward_stack: BackwardStack | None = None,
         async_mode: bool | None = None,
-    ) -> Task | GeneratorType | None:
+    ) -> Task | Backward | None:
         """Run `fn`'s forward part on ctx; its backward part waits on the backward stack.
 
         Returns as DI-engine's `forward` does: in async mode the task (the forward part runs on the thread
@@ -355,7 +377,7 @@ class Task:
             stack.append(g)
         return g
 
-    def sync(self, backward_stack: list | None = None) -> Task:
+    def sync(self, backward_stack: BackwardStack | None = None) -> Task:
         """Wait for the forward parts running on the thread pool; raise the first error as soon as it happens.
 
         Returns the task, so `task.backward().sync()` and `task.forward(fn).sync()` chain as in DI-engine.
@@ -367,14 +389,15 @@ class Task:
         # The first error leaves at once, as in DI-engine: a middleware that is still busy is not waited for.
         wait(futures, return_when=FIRST_EXCEPTION)
         for f in futures:
-            if f.done() and not f.cancelled() and f.exception() is not None:
-                raise f.exception()
+            error = f.exception() if f.done() and not f.cancelled() else None
+            if error is not None:
+                raise error
         for i, item in enumerate(stack):
             if isinstance(item, Future):
                 stack[i] = item.result()
         return self
 
-    def backward(self, backward_stack: list | None = None, async_mode: bool | None = None) -> Task:
+    def backward(self, backward_stack: BackwardStack | None = None, async_mode: bool | None = None) -> Task:
         """Run the waiting backward parts, last forwarded first; returns the task (`task.backward().sync()`).
 
         Forward parts still running on the thread pool are waited for first. The backward parts run in the
@@ -397,7 +420,7 @@ class Task:
             self._pool = ThreadPoolExecutor(max(1, self._n_async_workers), thread_name_prefix="raytrain-middleware")
         return self._pool
 
-    def wrap(self, fn: Callable, lock: bool | threading.Lock = False) -> Callable:
+    def wrap(self, fn: Middleware, lock: bool | threading.Lock = False) -> Callable[[Any], Callable[[], None]]:
         """`fn` made callable from inside another middleware, as in DI-engine.
 
         Calling the result with ctx runs `fn`'s forward part (under `lock`, if given) at once and returns a
@@ -406,7 +429,7 @@ class Task:
         """
         the_lock = self._lock if lock is True else (lock or None)
 
-        def forward(ctx) -> Callable[[], None]:
+        def forward(ctx: Any) -> Callable[[], None]:
             if the_lock is not None:
                 with the_lock:
                     g = _forward_part(fn, ctx)
@@ -431,12 +454,12 @@ class Task:
         forward.__name__ = middleware_name(fn)
         return forward
 
-    def _locked(self, fn: Callable, lock: bool | threading.Lock) -> Callable:
+    def _locked(self, fn: Middleware, lock: bool | threading.Lock) -> Middleware:
         """`fn` as a middleware whose forward part runs under `lock` (True: the task's lock)."""
         the_lock = self._lock if lock is True else (lock or None)
 
-        def wrapped(ctx):
-            stack: list = []
+        def wrapped(ctx: Any) -> Generator[None, None, None]:
+            stack: BackwardStack = []
             if the_lock is not None:
                 with the_lock:
                     self.forward(fn, ctx, stack, async_mode=False)
@@ -448,40 +471,32 @@ class Task:
         wrapped.__name__ = middleware_name(fn)
         return wrapped
 
-    def serial(self, *fns: Callable) -> Callable:
+    def serial(self, *fns: Middleware) -> Middleware:
         """One middleware running `fns` in order: their forwards, then (at backward time) their backwards."""
+        return self._group("serial", fns, async_mode=False)
 
-        def serial(ctx):
-            stack: list = []
+    def parallel(self, *fns: Middleware) -> Middleware:
+        """One middleware running the forwards of `fns` concurrently (thread pool), then their backwards."""
+        return self._group("parallel", fns, async_mode=True)
+
+    def _group(self, kind: str, fns: tuple[Middleware, ...], async_mode: bool) -> Middleware:
+        """One middleware whose forward part runs the forwards of `fns` and whose backward part their backwards."""
+
+        def group(ctx: Any) -> Generator[None, None, None]:
+            stack: BackwardStack = []
             try:
                 for fn in fns:
-                    self.forward(fn, ctx, stack, async_mode=False)
+                    self.forward(fn, ctx, stack, async_mode=async_mode)
+                if async_mode:
+                    self.sync(stack)
             except BaseException:
                 _abandon(stack)
                 raise
             yield
             _backward(stack)
 
-        serial.__name__ = "serial<" + ",".join(middleware_name(f) for f in fns) + ">"
-        return serial
-
-    def parallel(self, *fns: Callable) -> Callable:
-        """One middleware running the forwards of `fns` concurrently (thread pool), then their backwards."""
-
-        def parallel(ctx):
-            stack: list = []
-            for fn in fns:
-                self.forward(fn, ctx, stack, async_mode=True)
-            try:
-                self.sync(stack)
-            except BaseException:
-                _abandon(stack)
-                raise
-            yield
-            _backward(stack)
-
-        parallel.__name__ = "parallel<" + ",".join(middleware_name(f) for f in fns) + ">"
-        return parallel
+        group.__name__ = f"{kind}<" + ",".join(middleware_name(f) for f in fns) + ">"
+        return group
 
     # -- events ------------------------------------------------------------------------------------
     def emit(self, event: str, *args: Any, only_remote: bool = False, only_local: bool = False, **kwargs: Any) -> None:
@@ -495,21 +510,9 @@ class Task:
         if not only_remote:
             self._bus.dispatch(event, args, kwargs)
 
-    def on(self, event: str, fn: Callable) -> None:
-        """Call `fn(*args, **kwargs)` on every event matching the glob pattern `event`."""
-        self._bus.on(event, fn)
-
-    def once(self, event: str, fn: Callable) -> None:
-        """Like `on`, for the next matching event only."""
-        self._bus.once(event, fn)
-
-    def off(self, event: str, fn: Callable | None = None) -> None:
-        """Remove the handlers of `event` (all of them when `fn` is None)."""
-        self._bus.off(event, fn)
-
     def wait_for(
         self, event: str, timeout: float = math.inf, ignore_timeout_exception: bool = False
-    ) -> tuple[tuple, dict] | None:
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         """Block until `event` arrives; return `(args, kwargs)`.
 
         Args:
@@ -528,14 +531,9 @@ class Task:
             return None
 
     @property
-    def handler_errors(self):
+    def handler_errors(self) -> list[HandlerError]:
         """The latest handler errors of this task (each was also logged with its event's name)."""
         return list(self._bus.errors)
-
-    def _deliver(self, event: str, args: tuple, kwargs: dict) -> None:
-        """An event from another node (called by the router's inbox thread)."""
-        if not self._stopped:
-            self._bus.dispatch(event, args, kwargs, remote=True)
 
 
 task = Task()

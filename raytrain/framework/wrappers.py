@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from types import GeneratorType
+from typing import Any
 
 log = logging.getLogger("raytrain.framework")
 
 
-def middleware_name(fn: Callable) -> str:
+def middleware_name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
 
@@ -29,10 +30,10 @@ class StepTimer:
             lambda: deque(maxlen=max(1, print_per_step) * smooth_window)
         )
 
-    def __call__(self, fn: Callable) -> Callable:
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         name = middleware_name(fn)
 
-        def timed(ctx):
+        def timed(ctx: Any) -> Generator[None, None, None]:
             started = time.perf_counter()
             out = fn(ctx)
             if isinstance(out, GeneratorType):

@@ -1,0 +1,267 @@
+"""Running `main` on every node of a run: each node a named Ray actor whose router is active as that node.
+
+Each node is a named Ray actor (`raytrain.<run id>.node.<id>`), so two runs on one cluster never see
+each other's events. The runner connects the nodes to each other, waits for their results, re-raises the
+first failure with its node id (after stopping the other nodes), and restarts a failed node with
+`auto_recover`. With one worker, `main` runs in the calling process with its router active as the node.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from raytrain.errors import FrameworkError
+from raytrain.framework.payload import FINISH
+from raytrain.framework.router import TOPOLOGIES, Router
+from raytrain.framework.transport import Batch, PeerHandles
+
+log = logging.getLogger("raytrain.framework")
+
+
+class NodeError(FrameworkError):
+    """A node's `main` raised; carries the node id and the original traceback text."""
+
+    def __init__(self, node_id: int, message: str, remote_traceback: str) -> None:
+        self.node_id = node_id
+        self.remote_traceback = remote_traceback
+        super().__init__(f"node {node_id} failed: {message}\n{remote_traceback}".rstrip())
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a run uses: its nodes' ids, topology and labels, recovery, where and with what it runs."""
+
+    ids: list[int]
+    topology: str
+    labels: list[str]
+    auto_recover: bool
+    max_retries: int
+    ray_address: str | None
+    num_cpus: float
+    run_id: str
+
+    @classmethod
+    def create(
+        cls,
+        n_parallel_workers: int,
+        *,
+        topology: str,
+        labels: Iterable[str] | None,
+        node_ids: int | list[int] | None,
+        auto_recover: bool,
+        max_retries: int,
+        ray_address: str | None,
+        num_cpus: float,
+        run_id: str | None,
+    ) -> RunSpec:
+        """The spec `Parallel.runner` was asked for, checked (see there for the arguments)."""
+        if topology not in TOPOLOGIES:
+            raise FrameworkError(f"unknown topology '{topology}': use one of {', '.join(TOPOLOGIES)}")
+        if n_parallel_workers < 1:
+            raise FrameworkError(f"n_parallel_workers must be at least 1, got {n_parallel_workers}")
+        if node_ids is None:
+            ids = list(range(n_parallel_workers))
+        elif isinstance(node_ids, int):
+            ids = list(range(node_ids, node_ids + n_parallel_workers))
+        else:
+            ids = [int(n) for n in node_ids]
+            if len(ids) != n_parallel_workers or len(set(ids)) != len(ids):
+                raise FrameworkError(f"node_ids must be {n_parallel_workers} distinct ids, got {ids}")
+        return cls(
+            ids,
+            topology,
+            sorted(set(labels or ())),
+            auto_recover,
+            max_retries,
+            ray_address,
+            num_cpus,
+            run_id or uuid.uuid4().hex[:12],
+        )
+
+
+@dataclass(frozen=True)
+class Runner:
+    """What `Parallel.runner(...)` returns: `runner(main, *args, **kwargs)` runs `main` on every node."""
+
+    spec: RunSpec
+    """What the run will use (read by tests and tools)."""
+
+    def __call__(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        """Run `main(*args, **kwargs)` on every node; return their results in node id order."""
+        return run(self.spec, main, args, kwargs)
+
+
+def _process_router() -> Router:
+    # The process's router is `Parallel`'s (DI-engine code reaches it as `Parallel()`); parallel.py imports
+    # this module, so the import waits until a run needs it.
+    from raytrain.framework.parallel import Parallel
+
+    return Parallel.current()
+
+
+class NodeActor:
+    """One node of a run: runs `main` with this process's router active as the node."""
+
+    def __init__(self, run_id: str, node_id: int, node_ids: list[int], topology: str, labels: list[str]) -> None:
+        self.node_id = node_id
+        self.router = _process_router()
+        self.router.activate(run_id, node_id, node_ids, topology, labels)
+        self.router.open_inbox()
+
+    def __repr__(self) -> str:  # Ray prefixes this node's stdout/stderr lines with it
+        return f"node.{self.node_id}"
+
+    def connect(self, peers: PeerHandles) -> bool:
+        self.router.connect(peers)
+        return True
+
+    def deliver(self, sender_key: str, seq: int, batch: Batch) -> None:
+        self.router.deliver_batch(sender_key, seq, batch)
+
+    def finish(self) -> None:
+        self.router.receive(FINISH)
+
+    def run(self, main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], retries: int = 0) -> Any:
+        self.router.retries = retries
+        try:
+            return main(*args, **kwargs)
+        finally:
+            self.router.flush()
+
+
+def _spread(n: int) -> list[Any]:
+    """A scheduling strategy per node: round-robin over the alive Ray nodes, this machine's first.
+
+    Ray places an actor that demands no resource at all on a random node, whatever its strategy
+    (ray-project/ray#27577), so the nodes also demand 1 byte of `memory`. The affinity is soft, so a node
+    restarted after its machine died (auto_recover) goes wherever Ray finds room, and a machine without room
+    for a node's CPUs gives it to another.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = ray.get_runtime_context().get_node_id()
+    alive = sorted((node["NodeID"] for node in ray.nodes() if node.get("Alive")), key=lambda node_id: (node_id != here, node_id))
+    if len(alive) <= 1:
+        return ["SPREAD"] * n
+    return [NodeAffinitySchedulingStrategy(alive[i % len(alive)], soft=True) for i in range(n)]
+
+
+def _main_code_by_value(main: Callable[..., Any]) -> None:
+    """Ship the code of `main`'s own module or package with it, so nodes need not have it installed."""
+    import sys
+
+    from ray import cloudpickle  # Ray pickles with its own copy of cloudpickle
+
+    module = getattr(main, "__module__", None)
+    if not module or module == "__main__" or module.split(".")[0] in ("raytrain", "ray", "builtins"):
+        return
+    top = sys.modules.get(module.split(".")[0])
+    path = getattr(top, "__file__", None) or ""
+    if top is None or "site-packages" in path or path.startswith(sys.base_prefix):
+        return  # installed: the nodes import it themselves
+    try:
+        cloudpickle.register_pickle_by_value(top)
+    except ValueError:
+        pass
+
+
+def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """Run `main(*args, **kwargs)` on every node of `spec`; their results in the order of `spec.ids`."""
+    if len(spec.ids) == 1:
+        # As in DI-engine: one worker runs in this process, with the router active as its node.
+        router = _process_router()
+        router.activate(spec.run_id, spec.ids[0], spec.ids, spec.topology, spec.labels)
+        try:
+            return [main(*args, **kwargs)]
+        finally:
+            router.deactivate()
+
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=spec.ray_address, include_dashboard=False, log_to_driver=True, configure_logging=False)
+    _main_code_by_value(main)
+    actor_cls: Any = ray.remote(NodeActor)
+    retries = spec.max_retries if spec.auto_recover else 0
+    placement = _spread(len(spec.ids))
+    actors: dict[int, Any] = {}
+    for i, nid in enumerate(spec.ids):
+        actors[nid] = actor_cls.options(
+            name=f"raytrain.{spec.run_id}.node.{nid}",
+            num_cpus=spec.num_cpus,
+            memory=1,  # a non-empty demand: Ray places actors that demand nothing on a random node
+            max_concurrency=4,
+            max_restarts=retries,
+            max_task_retries=-1 if retries else 0,
+            scheduling_strategy=placement[i],
+        ).remote(spec.run_id, nid, spec.ids, spec.topology, spec.labels)
+    results: dict[int, Any] = {}
+    failure: NodeError | None = None
+    try:
+        ray.get([a.connect.remote(actors) for a in actors.values()])
+        pending = {actors[nid].run.options(max_task_retries=0).remote(main, args, kwargs): nid for nid in spec.ids}
+        attempts: dict[int, int] = defaultdict(int)
+        while pending and failure is None:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in done:
+                nid = pending.pop(ref)
+                try:
+                    results[nid] = ray.get(ref)
+                except Exception as e:  # noqa: BLE001 - RayTaskError or RayActorError
+                    message, tb = _describe(e)
+                    if attempts[nid] < retries:
+                        attempts[nid] += 1
+                        log.warning(
+                            "node %s failed (%s); restarting it (%d of %d)", nid, message, attempts[nid], retries
+                        )
+                        ray.get(actors[nid].connect.remote(actors))
+                        pending[actors[nid].run.options(max_task_retries=0).remote(main, args, kwargs, attempts[nid])] = nid
+                    else:
+                        failure = NodeError(nid, message, tb)
+                        break
+        if failure is not None:
+            _stop_nodes(actors, pending)
+            raise failure
+    except KeyboardInterrupt:
+        _stop_nodes(actors, {})
+        raise
+    finally:
+        for actor in actors.values():
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+    return [results.get(nid) for nid in spec.ids]
+
+
+def _stop_nodes(actors: dict[int, Any], pending: dict[Any, int], grace_s: float = 3.0) -> None:
+    """Ask every node to finish, give them `grace_s` to end their step, then the caller kills them."""
+    import ray
+
+    for actor in actors.values():
+        try:
+            actor.finish.remote()
+        except Exception:  # noqa: BLE001
+            pass
+    if pending:
+        ray.wait(list(pending), num_returns=len(pending), timeout=grace_s)
+
+
+def _describe(error: Exception) -> tuple[str, str]:
+    """The original error's one-line message and the remote traceback text of a Ray error."""
+    cause = getattr(error, "cause", None)
+    if cause is not None and not isinstance(cause, type(error)):
+        message = f"{type(cause).__name__}: {cause}".splitlines()[0]
+    else:
+        message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+    text = str(error)
+    if "Traceback" not in text:
+        text = "".join(traceback.format_exception(error))
+    return message, text
