@@ -14,6 +14,7 @@ import typer
 
 from raytrain.cli.common import AddressOption, ClusterOption, cluster_address, err, handle_errors, interrupt_on_signals
 from raytrain.errors import UsageError
+from raytrain.imports import import_module
 
 
 def load_main(target: Path, main: str):
@@ -52,7 +53,7 @@ def load_main(target: Path, main: str):
 
 def _import(module_name: str, main: str):
     try:
-        return importlib.import_module(module_name)
+        return import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name and module_name.startswith(e.name):
             raise UsageError(f"--main {main}: no module '{e.name}' in the given folder or on the Python path") from None

@@ -15,6 +15,7 @@ from raytrain.config import aliases
 from raytrain.config.schema import SECTIONS, RaytrainConfig, section_keys
 from raytrain.config.source import Source, apply_overrides, read_yaml
 from raytrain.errors import ConfigError, ConfigIssue
+from raytrain.imports import import_module, resolve_import
 
 
 @dataclass
@@ -149,18 +150,15 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
     env = cfg.environment.env
     where = source.where(("environment", "env"))
     if ":" in env:
-        import importlib
-
         module_name, _, attr = env.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            import_module(module_name)
         except ImportError as exc:
             return [ConfigIssue(where, "environment.env", f"cannot import module {module_name!r}: {exc}")]
-        obj = module
-        for part in attr.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                return [ConfigIssue(where, "environment.env", f"module {module_name!r} has no attribute {attr!r}")]
+        try:
+            obj = resolve_import(env)
+        except AttributeError:
+            return [ConfigIssue(where, "environment.env", f"module {module_name!r} has no attribute {attr!r}")]
         if not callable(obj):
             return [ConfigIssue(where, "environment.env", f"{env} is not a class or factory")]
         return []
@@ -181,7 +179,7 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
 
 
 def _check_stop(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
-    from raytrain.rllib.metrics import known_metrics
+    from raytrain.metrics import known_metrics
 
     known = known_metrics(cfg.experiment.return_window, cfg.evaluation.evaluation_interval is not None)
     issues = []

@@ -296,7 +296,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
                 break
 
     # Metrics the algorithm reports.
-    from raytrain.rllib.metrics import known_metrics
+    from raytrain.metrics import known_metrics
 
     cfg = base.config
     known = known_metrics(cfg.experiment.return_window, cfg.evaluation.evaluation_interval is not None)
@@ -314,7 +314,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
                 if key not in sweep.space:
                     issue(("optuna", "points_to_evaluate", str(i), key), "is not a key of `space`")
     if sweep.pbt and sweep.pbt.custom_explore_fn:
-        from raytrain.rllib.translate import resolve_import
+        from raytrain.imports import resolve_import
 
         try:
             resolve_import(sweep.pbt.custom_explore_fn)

@@ -166,7 +166,7 @@ class ExploreAdapter:
         self.path = path
 
     def __call__(self, config: dict) -> dict:
-        from raytrain.rllib.translate import resolve_import
+        from raytrain.imports import resolve_import
 
         fn = resolve_import(self.path)
         overrides = dict(config[TRIAL_KEY]["overrides"])

@@ -136,10 +136,10 @@ def test_num_to_keep_prunes_oldest(ray_session, small_config):
 
 
 def test_metrics_list_matches_a_live_result(ray_session, tmp_path):
-    """The stop-key check relies on raytrain.rllib.metrics; a Ray upgrade that renames metrics must fail here."""
+    """The stop-key check relies on raytrain.metrics; a Ray upgrade that renames metrics must fail here."""
     from raytrain.config.load import load_source
     from raytrain.config.source import parse_yaml
-    from raytrain.rllib.metrics import EVALUATION_METRICS, TRAIN_METRICS
+    from raytrain.metrics import EVALUATION_METRICS, TRAIN_METRICS
     from raytrain.rllib.translate import build_ppo_config
     from raytrain.runs import flatten
 
