@@ -36,8 +36,10 @@ class ConfigError(RaytrainError):
     """The config file (or an override) is invalid. Holds every issue found, not just the first."""
 
     exit_code = 2
+    kind_hint: str | None = None
+    """Set by `check_file`: which kind the file was checked as and why, for a file that may be of another kind."""
 
-    def __init__(self, issues: list[ConfigIssue] | str):
+    def __init__(self, issues: list[ConfigIssue] | str) -> None:
         if isinstance(issues, str):
             issues = [ConfigIssue(None, "", issues)]
         self.issues = issues

@@ -51,7 +51,7 @@ class ImportResult:
 
 
 def _placement() -> dict[str, tuple[str, str]]:
-    place = {}
+    place: dict[str, tuple[str, str]] = {}
     for section in SECTIONS:
         for key in section_keys(section):
             place.setdefault(key, (section, key))

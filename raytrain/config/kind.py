@@ -113,6 +113,7 @@ def check_file(path: str | Path, overrides: list[str] | None = None, *, kind: st
         if kind is None:
             raise
         detected, sections = kind, []  # unreadable or mixed: the loader of the given kind says why
+    hint: str | None
     if kind is None:
         kind = detected
         told_by = f"it has {', '.join(sections)}" if sections else "it has no sweep or cluster section"

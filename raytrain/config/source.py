@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,13 +29,13 @@ class Source:
     origins: dict[Path_, str] = field(default_factory=dict)
     file: str | None = None
 
-    def where(self, path: Path_ | list) -> str | None:
+    def where(self, path: Sequence[str | int]) -> str | None:
         """The origin of `path`, or of its nearest ancestor that has one."""
-        path = tuple(str(p) for p in path)
-        while path:
-            if path in self.origins:
-                return self.origins[path]
-            path = path[:-1]
+        key = tuple(str(p) for p in path)
+        while key:
+            if key in self.origins:
+                return self.origins[key]
+            key = key[:-1]
         return self.file
 
     def move(self, old: Path_, new: Path_) -> None:
@@ -60,7 +60,8 @@ class _Problem(Exception):
     `message` may be a function of the origin of `first_line` (a duplicate key names both places).
     """
 
-    def __init__(self, line: int | None, path: Path_, message: str | Callable[[str | None], str], first_line=None):
+    def __init__(self, line: int | None, path: Path_, message: str | Callable[[str | None], str],
+                 first_line: int | None = None) -> None:
         super().__init__(message)
         self.line, self.path, self.message, self.first_line = line, path, message, first_line
 
@@ -68,7 +69,7 @@ class _Problem(Exception):
 class _Problems(Exception):
     """Several problems at once (every duplicate key of a file)."""
 
-    def __init__(self, problems: list[_Problem]):
+    def __init__(self, problems: list[_Problem]) -> None:
         super().__init__(problems)
         self.problems = problems
 
@@ -93,12 +94,12 @@ class _Loader(yaml.SafeLoader):
     the depth is checked before each collection is opened instead.
     """
 
-    def __init__(self, stream: str):
+    def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.depth = 0
         self.nodes = 0
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         if self.check_event(yaml.AliasEvent):
             return super().compose_node(parent, index)
         self.nodes += 1
@@ -240,7 +241,7 @@ def _load(text: str) -> tuple[Any, dict[Path_, int]]:
         loader.dispose()
 
 
-def _issues(exc: Exception, where: Callable[[int | None], str | None]) -> list[ConfigIssue]:
+def _issues(exc: _Problem | _Problems, where: Callable[[int | None], str | None]) -> list[ConfigIssue]:
     """ConfigIssues for `_load`'s exception; `where(line)` names a place (None: no line to name)."""
     problems = exc.problems if isinstance(exc, _Problems) else [exc]
     return [
