@@ -20,7 +20,7 @@ class EvalResult:
     returns: list[float]
     lengths: list[int]
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, str | float]:
         r = self.returns
         return {
             "checkpoint": self.checkpoint,

@@ -28,6 +28,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
+from typing import Any, TextIO
 
 LOG_NAME = "ray.log"
 """The file in the run or experiment folder that receives Ray's, Tune's and RLlib's messages."""
@@ -114,13 +115,14 @@ def _quiet_folders() -> tuple[Path, ...]:
     return tuple(folders)
 
 
-def _divert_warning(message, category, filename, lineno, file=None, line=None):
+def _divert_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                    file: TextIO | None = None, line: str | None = None) -> None:
     messages = _divert.messages
     try:
         from_ray = messages is not None and any(f in _quiet_folders() for f in Path(filename).resolve().parents)
     except (OSError, ValueError):
         from_ray = False
-    if from_ray:
+    if from_ray and messages is not None:  # from_ray implies it; said again for the type checker
         messages.write(warnings.formatwarning(message, category, filename, lineno, line))
     else:
         _show_warning(message, category, filename, lineno, file, line)
@@ -150,7 +152,7 @@ def quiet_ray() -> RayMessages | None:
     return messages
 
 
-def worker_runtime_env() -> dict | None:
+def worker_runtime_env() -> dict[str, Any] | None:
     """The job's runtime_env for `ray.init`: Ray's own loggers print errors only in every worker process."""
     if _divert.messages is None:
         return None

@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import TYPE_CHECKING, Any, cast
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.rllib.evaluation.episode_v2 import EpisodeV2
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+    from ray.rllib.utils.typing import EpisodeType
 
 RETURNS_KEY = "raytrain_episode_returns"
 
 
-def _as_floats(value) -> list[float]:
+def _as_floats(value: Any) -> list[float]:
     """The logged returns as a flat list: RLlib hands over a list, nested lists or a lone number."""
     if value is None:
         return []
@@ -29,7 +36,7 @@ def _as_floats(value) -> list[float]:
     return [float(value)]
 
 
-def find(algorithm) -> RaytrainCallbacks | None:
+def find(algorithm: Algorithm) -> RaytrainCallbacks | None:
     """The RaytrainCallbacks instance of an Algorithm, if it has one."""
     callbacks = getattr(algorithm, "callbacks", None)
     for cb in callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]:
@@ -41,21 +48,25 @@ def find(algorithm) -> RaytrainCallbacks | None:
 class RaytrainCallbacks(RLlibCallback):
     """Collects every finished episode's return and reports the running mean over the last N."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.returns: deque[float] = deque(maxlen=100)
         self.episodes_total = 0
 
-    def on_episode_end(self, *, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs) -> None:
+    def on_episode_end(self, *, episode: EpisodeType | EpisodeV2, prev_episode_chunks: list[EpisodeType] | None = None,
+                       metrics_logger: MetricsLogger | None = None, **kwargs: Any) -> None:
         if metrics_logger is None:
             return
+        # RLlib's signature admits the old API stack's EpisodeV2; raytrain runs the new stack only.
+        episode = cast("EpisodeType", episode)
         # With truncate_episodes an episode reaches us in chunks, one per sample() call: the
         # finished chunk holds only the last part, so add the chunks already returned.
         ret = float(episode.get_return()) + sum(float(c.get_return()) for c in prev_episode_chunks or [])
         # item_series keeps each value (no reduction), merged across EnvRunners on the driver.
         metrics_logger.log_value(RETURNS_KEY, ret, reduce="item_series")
 
-    def on_train_result(self, *, algorithm, result: dict, **kwargs) -> None:
+    def on_train_result(self, *, algorithm: Algorithm, result: dict[str, Any], **kwargs: Any) -> None:
+        assert algorithm.config is not None  # Algorithm.__init__ always sets it; RLlib declares it Optional
         window = int(algorithm.config.metrics_num_episodes_for_smoothing)
         if self.returns.maxlen != window:
             self.returns = deque(self.returns, maxlen=window)
@@ -71,10 +82,10 @@ class RaytrainCallbacks(RLlibCallback):
             "episodes_total": self.episodes_total,
         }
 
-    def get_state(self) -> dict:
+    def get_state(self) -> dict[str, Any]:
         """What a checkpoint must keep so a resumed run continues the same running mean."""
         return {"returns": list(self.returns), "episodes_total": self.episodes_total}
 
-    def set_state(self, state: dict) -> None:
+    def set_state(self, state: dict[str, Any]) -> None:
         self.returns = deque(state.get("returns", []), maxlen=self.returns.maxlen)
         self.episodes_total = int(state.get("episodes_total", 0))

@@ -1,7 +1,18 @@
 """Connector factories referenced by import path from translated configs (picklable functions)."""
 
+from __future__ import annotations
 
-def mean_std_filter(env=None, spaces=None, device=None):
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    import torch
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+    from ray.rllib.utils.typing import EnvType
+
+
+def mean_std_filter(env: EnvType | None = None, spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
+                    device: torch.device | None = None) -> MeanStdFilter:
     """Env-to-module connector: normalize observations with running mean/std (RLlib MeanStdFilter)."""
     from ray.rllib.connectors.env_to_module import MeanStdFilter
 

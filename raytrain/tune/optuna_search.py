@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ray.tune.search.optuna import OptunaSearch
 
 
@@ -14,9 +16,9 @@ class ResumableOptunaSearch(OptunaSearch):
     the whole resumed sweep. Such trials keep the outcome the study already holds.
     """
 
-    def restore(self, checkpoint_path: str):
+    def restore(self, checkpoint_path: str) -> None:
         super().restore(checkpoint_path)
-        self._finished_before_resume = set()
+        self._finished_before_resume: set[str] = set()
         storage = getattr(self._ot_study, "_storage", None)
         for trial_id, ot_trial in self._ot_trials.items():
             if trial_id in self._completed_trials or storage is None:
@@ -29,12 +31,12 @@ class ResumableOptunaSearch(OptunaSearch):
                 self._finished_before_resume.add(trial_id)
                 self._completed_trials.add(trial_id)
 
-    def on_trial_result(self, trial_id: str, result: dict):
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         if trial_id in getattr(self, "_finished_before_resume", ()):
             return
         super().on_trial_result(trial_id, result)
 
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         if trial_id in getattr(self, "_finished_before_resume", ()):
             return
         super().on_trial_complete(trial_id, result, error)
