@@ -28,6 +28,7 @@ def submit(kind: str, file: Path | None, overrides: list[str], slurm_file: Path,
     from raytrain.slurm import submit as slurm_submit
 
     if kind == "tune":
+        assert file is not None  # tune's FILE argument is required
         sub = slurm_submit.prepare_sweep(file, overrides, slurm_file)
     else:
         sub = slurm_submit.prepare_train(file, overrides, slurm_file, resume)

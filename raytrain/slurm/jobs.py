@@ -23,14 +23,14 @@ def check_job_id(job_id: str) -> str:
     return job_id
 
 
-def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run one Slurm command; ClusterError when it is not installed here."""
     if shutil.which(argv[0]) is None:
         raise ClusterError(f"`{argv[0]}` is not on PATH: run raytrain on a machine of the Slurm cluster (a login node)")
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
-def _failed(argv: list[str], res: subprocess.CompletedProcess) -> ClusterError:
+def _failed(argv: list[str], res: subprocess.CompletedProcess[str]) -> ClusterError:
     tail = "\n  ".join((res.stderr or res.stdout).strip().splitlines()[-5:])
     return ClusterError(f"`{' '.join(argv)}` exited {res.returncode}:\n  {tail}")
 
@@ -55,7 +55,7 @@ def parse_scontrol(text: str) -> dict[str, str]:
     return out
 
 
-def status(job_id: str) -> dict:
+def status(job_id: str) -> dict[str, str | None]:
     """The job's state: from scontrol while Slurm remembers it, else from sacct (accounting)."""
     check_job_id(job_id)
     argv = ["scontrol", "show", "job", "-o", job_id]

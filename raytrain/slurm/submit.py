@@ -151,9 +151,11 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     else:
         if cfg.storage_path:
             overrides.insert(0, f"experiment.storage_path={cfg.storage_path}")
+        assert file is not None  # `train --slurm` without FILE or --resume is refused before this
         loaded = load_config(file, overrides)
         source_name = str(file)
         exp, source = loaded.config.experiment, loaded.source
+        assert exp.name is not None  # validation always sets it (default: ppo_<env>)
         base = experiment_dir(exp.storage_path, exp.name, source.where(("experiment", "name")))
         problem = probe_writable(base)
         if problem:
@@ -167,7 +169,9 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     _check_folder(run_dir)
     sets = [w for kv in overrides for w in ("--set", kv)]
     given = [str(Path(file).resolve())] if file is not None else []
-    job = Job(kind="train", name=loaded.config.experiment.name, folder=str(run_dir),
+    name = loaded.config.experiment.name
+    assert name is not None  # validation always sets it (default: ppo_<env>)
+    job = Job(kind="train", name=name, folder=str(run_dir),
               start=["train", *given, "--run-dir", str(run_dir), *sets], command=_command(), header=_header())
     script_path = run_dir / SCRIPT_NAME
     return Submission(cfg, job, batch_script(cfg, job), script_path, sbatch_argv(job, str(script_path)),

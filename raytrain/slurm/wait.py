@@ -10,8 +10,10 @@ import time
 
 def alive_hostnames(address: str) -> set[str]:
     """Hostnames (short form) of the Ray nodes the GCS at `address` reports alive."""
-    from ray._raylet import GcsClient
-    from ray.core.generated.gcs_pb2 import GcsNodeInfo
+    # Both exist at run time, out of mypy's sight: Ray's _raylet.pyi leaves out GcsClient, and the generated
+    # gcs_pb2 defines its messages when imported (protobuf's builder fills globals()).
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
 
     info = GcsClient(address=address).get_all_node_info(timeout=10)
     return {n.node_manager_hostname.split(".")[0] for n in info.values() if n.state == GcsNodeInfo.ALIVE}
