@@ -21,8 +21,10 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 TERMINATED_RC = 143
 
@@ -36,7 +38,7 @@ class _Terminated:
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._handle)
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received:  # a second TERM (the batch shell forwards one too) must not cut the save short
             return
         self.received = True
@@ -171,7 +173,7 @@ def main(args: list[str] | None = None) -> int:
     return TERMINATED_RC if terminated.received else rc
 
 
-def _exit_code(fn) -> int:
+def _exit_code(fn: Callable[[], object]) -> int:
     try:
         fn()
     except SystemExit as exc:  # typer.Exit from handle_errors, or typer's own exit
