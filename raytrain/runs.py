@@ -38,7 +38,6 @@ import platform
 import re
 import shlex
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -151,6 +150,16 @@ def fsync_tree(root: Path) -> None:
                 os.close(fd)
     for folder in reversed(folders):
         fsync_dir(folder)
+
+
+def append_command(folder: Path, argv: list[str]) -> None:
+    """Add the command line `argv` (shell-quoted), with the time and working directory, to folder/command.txt.
+
+    The one writer of command.txt, for run folders and sweep experiment folders alike.
+    """
+    line = f"# {time.strftime('%Y-%m-%d %H:%M:%S')} in {os.getcwd()}\n{shlex.join(argv)}\n"
+    with open(folder / "command.txt", "a") as fh:
+        fh.write(line)
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -299,9 +308,7 @@ class RunFolder:
         return n
 
     def append_command(self, argv: list[str]) -> None:
-        line = f"# {time.strftime('%Y-%m-%d %H:%M:%S')} in {os.getcwd()}\n{shlex.join(argv)}\n"
-        with open(self.path / "command.txt", "a") as fh:
-            fh.write(line)
+        append_command(self.path, argv)
 
     def read_config_yaml(self) -> str:
         return (self.path / "config.yaml").read_text()
@@ -408,7 +415,3 @@ class MetricsWriter:
             writer.writeheader()
             writer.writerows(self.rows)
         tmp.replace(self.csv)
-
-
-def command_line() -> list[str]:
-    return [Path(sys.argv[0]).name, *sys.argv[1:]]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from raytrain.cli.common import SetOption, err, handle_errors, out, say
+
+if TYPE_CHECKING:
+    from raytrain.errors import ConfigError
 
 app = typer.Typer(help="Check, show and convert config files.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -19,7 +22,7 @@ KindOption = Annotated[
 ]
 
 
-def _print_failure(exc) -> None:
+def _print_failure(exc: ConfigError) -> None:
     for issue in exc.issues:
         err.print(f"error: {issue}", style="red", markup=False)
     hint = getattr(exc, "kind_hint", None)
@@ -80,7 +83,7 @@ def show(
         raise typer.Exit(2) from None
     say(checked.notices)
 
-    def section(title: str, data) -> None:
+    def section(title: str, data: Any) -> None:
         out.print(title, style="bold", markup=False)
         out.print(yaml.safe_dump(data, sort_keys=False).rstrip(), markup=False)
 

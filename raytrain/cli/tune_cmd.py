@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.core import TyperGroup
@@ -23,15 +24,22 @@ from raytrain.cli.common import (
 from raytrain.cli.slurm_cmd import SlurmOption
 from raytrain.cli.slurm_cmd import submit as slurm_submit
 
+if TYPE_CHECKING:
+    from typer._click.core import Context  # the click that typer bundles, which TyperGroup is typed against
+
+    from raytrain.config.cluster import ClusterConfig
+
 
 class _FileMeansRun(TyperGroup):
     """`raytrain tune [OPTIONS] FILE ...` is `raytrain tune run ...`; subcommands and --help keep their meaning."""
 
-    def parse_args(self, ctx, args):
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in self.get_help_option_names(ctx):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
+
+ExperimentDirArgument = Annotated[Path, typer.Argument(help="The experiment folder (checkpoint.storage_path/name).")]
 
 app = typer.Typer(
     cls=_FileMeansRun,
@@ -87,30 +95,37 @@ def run(
         out.print(f"# experiment folder: {loaded.experiment_dir}", markup=False)
         return
 
+    from raytrain.tune.run import run_sweep
+
+    def started(where: str) -> None:
+        err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, {loaded.sweep.search.num_samples} trials, ranking on {loaded.metric} ({where})", markup=False)
+        err.print(f"experiment folder: {loaded.experiment_dir}", markup=False)
+
+    _drive(address, loaded.experiment_dir, lambda: run_sweep(loaded, plan_, argv()), started)
+
+
+def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], started: Callable[[str], None] | None = None) -> None:
+    """Connect to Ray (`started` is told where), with Ray's own messages going to the experiment's ray.log,
+    run `sweep`, and report on the experiment folder it returns."""
     from raytrain.quiet import quiet_ray
     from raytrain.training import connect_ray
-    from raytrain.tune.run import run_sweep
 
     messages = quiet_ray()  # Ray's, Tune's and RLlib's own messages: into the experiment's ray.log
     where = connect_ray(address)
-    err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, {loaded.sweep.search.num_samples} trials, ranking on {loaded.metric} ({where})", markup=False)
-    err.print(f"experiment folder: {loaded.experiment_dir}", markup=False)
-    _say_log(messages, loaded.experiment_dir)
+    if started is not None:
+        started(where)
+    if messages is not None:
+        log = messages.log_to(exp_dir)
+        err.print(f"Ray's own messages go to {log} (--verbose prints them here)", style="dim", markup=False)
     try:
-        exp_dir = run_sweep(loaded, plan_, argv())
+        exp_dir = sweep()
     finally:
         if messages is not None:
             messages.close()
     _report(exp_dir)
 
 
-def _say_log(messages, exp_dir: Path) -> None:
-    if messages is not None:
-        log = messages.log_to(exp_dir)
-        err.print(f"Ray's own messages go to {log} (--verbose prints them here)", style="dim", markup=False)
-
-
-def _submit(file, set_, cluster, name, address, dry_run) -> None:
+def _submit(file: Path, set_: list[str] | None, cluster: Path | None, name: str | None, address: str | None, dry_run: bool) -> None:
     import yaml
 
     from raytrain.config.cluster import load_cluster
@@ -141,7 +156,7 @@ def _submit(file, set_, cluster, name, address, dry_run) -> None:
     out.print(job_id, markup=False)
 
 
-def _cluster_cfg(cluster: Path | None, what: str):
+def _cluster_cfg(cluster: Path | None, what: str) -> ClusterConfig:
     from raytrain.config.cluster import load_cluster
     from raytrain.errors import UsageError
 
@@ -191,28 +206,17 @@ def stop(
 @app.command()
 @handle_errors
 def resume(
-    experiment_dir: Annotated[Path, typer.Argument(help="The experiment folder (checkpoint.storage_path/name).")],
+    experiment_dir: ExperimentDirArgument,
     address: AddressOption = None,
     cluster: ClusterOption = None,
     restart_errored: bool = typer.Option(False, "--restart-errored", help="Start errored trials again from scratch (default: retry them from their last checkpoint)."),
 ) -> None:
     """Continue a sweep whose driver was killed: finished trials stay done, running ones continue from checkpoints."""
     address = cluster_address(address, cluster)
-    from raytrain.training import connect_ray
     from raytrain.tune.run import check_resume, resume_sweep
 
     exp_dir = check_resume(experiment_dir)  # before Ray starts and before anything is written
-    from raytrain.quiet import quiet_ray
-
-    messages = quiet_ray()
-    connect_ray(address)
-    _say_log(messages, exp_dir)
-    try:
-        exp_dir = resume_sweep(exp_dir, restart_errored, argv())
-    finally:
-        if messages is not None:
-            messages.close()
-    _report(exp_dir)
+    _drive(address, exp_dir, lambda: resume_sweep(exp_dir, restart_errored, argv()))
 
 
 @app.command()
@@ -244,14 +248,16 @@ def status(
             "best": asdict(best) if best else None,
         }, indent=2, default=str))
         return
-    _table(meta, trials)
+    from raytrain.tune.report import leaderboard_table
+
+    out.print(leaderboard_table(meta, trials))
 
 
 @app.command("plot")
 @handle_errors
 def plot_(experiment_dir: Annotated[Path, typer.Argument(help="The experiment folder.")]) -> None:
     """Redraw the PNG plots of a sweep into EXPERIMENT_DIR/plots."""
-    from raytrain.tune.results import plot
+    from raytrain.tune.plots import plot
 
     for path in plot(experiment_dir):
         out.print(str(path), markup=False)
@@ -279,28 +285,12 @@ def _job_status(cluster: Path, job_id: str | None, json_: bool) -> None:
         out.print(f"experiment: {exp}  (raytrain tune status {exp}, where the storage is mounted)", markup=False)
 
 
-def _table(meta, trials) -> None:
-    from rich.table import Table
-
-    keys = sorted({k for t in trials for k in t.hyperparameters})
-    table = Table(title=f"{meta['name']} ({meta['algorithm']}), ranked on {meta['metric']} ({meta['mode']})", title_justify="left")
-    for col in ("#", "trial", "status", "iter", "last", "best", "env steps", *(k.rsplit(".", 1)[-1] for k in keys)):
-        table.add_column(col, justify="left" if col in ("trial", "status") else "right", no_wrap=True)
-    for i, t in enumerate(trials, 1):
-        fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-        table.add_row(
-            str(i), t.trial_id, t.status, str(t.iteration), fmt(t.metric_last), fmt(t.metric_best),
-            f"{int(t.env_steps):,}" if t.env_steps else "-",
-            *[f"{v:.3g}" if isinstance(v, float) else str(v) for v in (t.hyperparameters.get(k) for k in keys)],
-        )
-    out.print(table)
-
-
 def _report(exp_dir: Path) -> None:
+    from raytrain.tune.report import leaderboard_table
     from raytrain.tune.results import summarize
 
     meta, trials = summarize(exp_dir)
-    _table(meta, trials)
+    out.print(leaderboard_table(meta, trials))
     if trials and trials[0].metric_last is not None:
         best = trials[0]
         out.print(f"best trial: {best.name}: {meta['metric']} = {best.metric_last:.1f}", markup=False)

@@ -20,9 +20,9 @@ import yaml
 
 from raytrain.config.cluster import ClusterConfig
 from raytrain.errors import ClusterError, SweepError
+from raytrain.tune.results import SWEEP_FILE
 
 JOB_PREFIX = "raytrain-tune-"
-SWEEP_FILE = "sweep.yaml"
 
 
 def submission_id(name: str) -> str:

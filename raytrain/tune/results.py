@@ -1,18 +1,16 @@
-"""Reading an experiment from storage: trial states, leaderboard, best config, plots.
+"""Reading an experiment from storage: its metadata, trial states and results, PBT lineages.
 
 Works during or after a run, from any machine that mounts the experiment folder; needs no Ray cluster.
+What is written from it lives in `tune/report.py` (leaderboard, best.yaml, tables) and `tune/plots.py`.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from raytrain.errors import SweepError, UsageError
 from raytrain.tune import TRIAL_KEY
@@ -37,7 +35,8 @@ class TrialSummary:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _clean(value):
+def finite(value: Any) -> Any:
+    """`value`, or None for a missing or NaN metric."""
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
@@ -61,7 +60,8 @@ def read_meta(exp_dir: Path) -> dict:
     return meta
 
 
-def _rows(trial_dir: Path) -> list[dict]:
+def result_rows(trial_dir: Path) -> list[dict]:
+    """The rows of a trial's result.json so far (a line being written is skipped)."""
     path = trial_dir / "result.json"
     if not path.is_file():
         return []
@@ -75,7 +75,8 @@ def _rows(trial_dir: Path) -> list[dict]:
     return rows
 
 
-def _get(row: dict, key: str):
+def metric_value(row: dict, key: str) -> Any:
+    """`key` of a result row: a nested path `a/b/c`, else the flat key as written."""
     node: Any = row
     for part in key.split("/"):
         if not isinstance(node, dict) or part not in node:
@@ -121,13 +122,13 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
     trials = []
     for params in sorted(exp_dir.glob("*/params.json")):
         trial_dir = params.parent
-        rows = _rows(trial_dir)
+        rows = result_rows(trial_dir)
         config = json.loads(params.read_text())
         last = rows[-1] if rows else {}
         # A folder the newest state does not list held a trial that `--restart-errored` replaced.
         state = states.get(trial_dir.name, {"status": "REPLACED" if states else "UNKNOWN"})
         trial_id = state.get("trial_id") or last.get("trial_id") or trial_dir.name.rsplit("_", 1)[-1]
-        values = [v for v in (_clean(_get(r, metric)) for r in rows) if v is not None]
+        values = [v for v in (finite(metric_value(r, metric)) for r in rows) if v is not None]
         overrides = config.get(TRIAL_KEY, {}).get("overrides", {})
         # The latest config of a PBT trial is in its last result.
         if isinstance(last.get("config"), dict) and TRIAL_KEY in last["config"]:
@@ -140,7 +141,7 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
                 iteration=int(last.get("training_iteration", 0) or 0),
                 metric_last=values[-1] if values else None,
                 metric_best=(max(values) if mode == "max" else min(values)) if values else None,
-                env_steps=_clean(last.get("num_env_steps_sampled_lifetime")),
+                env_steps=finite(last.get("num_env_steps_sampled_lifetime")),
                 hyperparameters=overrides,
                 checkpoint=_latest_checkpoint(trial_dir),
                 path=str(trial_dir),
@@ -150,98 +151,6 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
     sign = -1 if mode == "max" else 1
     trials.sort(key=lambda t: (t.status == "REPLACED", t.metric_last is None, sign * (t.metric_last or 0)))
     return meta, trials
-
-
-def write_leaderboard(exp_dir: Path, trials: list[TrialSummary]) -> None:
-    import csv
-
-    (exp_dir / "leaderboard.json").write_text(json.dumps([asdict(t) for t in trials], indent=2, default=str) + "\n")
-    keys = sorted({k for t in trials for k in t.hyperparameters})
-    with open(exp_dir / "leaderboard.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["rank", "trial", "status", "iteration", "metric_last", "metric_best", "env_steps", *keys, "checkpoint"])
-        for i, t in enumerate(trials, 1):
-            w.writerow([i, t.name, t.status, t.iteration, t.metric_last, t.metric_best, t.env_steps, *[t.hyperparameters.get(k) for k in keys], t.checkpoint])
-
-
-def write_best_config(exp_dir: Path, best: TrialSummary) -> Path:
-    """The best trial's config as a train YAML that `raytrain train` runs as is."""
-    from raytrain.config.load import load_source
-    from raytrain.config.source import Source
-    from raytrain.config.sweep_load import trial_source
-
-    meta = read_meta(exp_dir)
-    base = Source(copy.deepcopy(meta["base"]), {}, str(exp_dir / "best.yaml"))
-    cfg = load_source(trial_source(base, best.hyperparameters)).config
-    cfg.experiment.name = f"{meta['name']}_best"
-    data = cfg.to_yaml_dict()
-    header = (
-        f"# Best trial of sweep {meta['name']}: {best.name}\n"
-        f"# {meta['metric']} = {best.metric_last} after {best.iteration} iterations; checkpoint: {best.checkpoint}\n"
-        f"# Hyperparameters: {json.dumps(best.hyperparameters)}\n"
-    )
-    path = exp_dir / "best.yaml"
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-def plot(exp_dir: str | Path) -> list[Path]:
-    """PNG plots in EXP_DIR/plots: every trial's metric over iterations; for PBT, the best lineage's schedule."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    exp_dir = Path(exp_dir).expanduser().absolute()
-    meta, trials = summarize(exp_dir)
-    metric = meta["metric"]
-    out_dir = exp_dir / "plots"
-    out_dir.mkdir(exist_ok=True)
-    written = []
-
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for t in trials:
-        rows = _rows(Path(t.path))
-        xs = [r.get("training_iteration") for r in rows]
-        ys = [_clean(_get(r, metric)) for r in rows]
-        pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
-        if pts:
-            ax.plot(*zip(*pts), label=t.name[-24:], linewidth=1.5)
-    ax.set_xlabel("training iteration")
-    ax.set_ylabel(metric)
-    ax.set_title(f"{meta['name']}: {metric} per trial")
-    ax.grid(alpha=0.3)
-    if trials:
-        ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    path = out_dir / "metric_per_trial.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-
-    if meta.get("algorithm") in ("pbt", "pb2") and trials:
-        lineage = pbt_lineage(exp_dir, trials[0])
-        kwargs = (meta.get("plan", {}).get("scheduler") or {}).get("kwargs", {})
-        mutated = set(kwargs.get("hyperparam_mutations") or kwargs.get("hyperparam_bounds") or {})
-        keys = sorted({k for _, cfg in lineage for k in cfg if not mutated or k in mutated})
-        numeric = [k for k in keys if all(isinstance(cfg.get(k), (int, float)) for _, cfg in lineage if k in cfg)]
-        if numeric:
-            fig, axes = plt.subplots(len(numeric), 1, figsize=(9, 2.6 * len(numeric)), squeeze=False)
-            for ax, key in zip(axes[:, 0], numeric):
-                steps = [(it, cfg[key]) for it, cfg in lineage if key in cfg]
-                xs = [s[0] for s in steps] + [max(trials[0].iteration, steps[-1][0])]
-                ys = [s[1] for s in steps] + [steps[-1][1]]
-                ax.step(xs, ys, where="post")
-                ax.set_ylabel(key)
-                ax.grid(alpha=0.3)
-            axes[-1, 0].set_xlabel("training iteration")
-            axes[0, 0].set_title(f"PBT schedule of the best trial's lineage ({trials[0].name[-24:]})")
-            fig.tight_layout()
-            path = out_dir / "pbt_best_lineage.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            written.append(path)
-    return written
 
 
 def pbt_lineage(exp_dir: Path, trial: TrialSummary) -> list[tuple[int, dict]]:

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from ray.tune import Callback
 
 from raytrain.config.sweep_load import LoadedSweep
 from raytrain.errors import SweepError
+from raytrain.runs import append_command, versions
 from raytrain.tune import TRIAL_KEY
-from raytrain.tune.results import META_FILE, SWEEP_FILE, plot, summarize, write_best_config, write_leaderboard
+from raytrain.tune.plots import plot
+from raytrain.tune.report import metric_text, trial_table, write_best_config, write_leaderboard
+from raytrain.tune.results import META_FILE, SWEEP_FILE, metric_value, summarize
+
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
 
 
 class LiveTable(Callback):
@@ -28,62 +33,41 @@ class LiveTable(Callback):
         self._last_print = 0.0
         self._latest: dict[str, dict] = {}
 
-    def on_trial_result(self, iteration, trials, trial, result, **info):
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
         self._latest[trial.trial_id] = result
         if time.monotonic() - self._last_print >= self.every_s:
             self.print_table(trials)
 
-    def on_trial_complete(self, iteration, trials, trial, **info):
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self.print_table(trials)
 
-    def on_trial_error(self, iteration, trials, trial, **info):
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self.print_table(trials)
 
-    def print_table(self, trials) -> None:
+    def print_table(self, trials: list[Trial]) -> None:
         from rich.console import Console
-        from rich.table import Table
 
         self._last_print = time.monotonic()
-        keys = sorted({k for t in trials for k in t.config.get(TRIAL_KEY, {}).get("overrides", {})})
-        table = Table(title=f"trials ({time.strftime('%H:%M:%S')})", title_justify="left")
-        for col in ("trial", "status", "iter", self.metric.rsplit("/", 1)[-1], "env steps", *(k.rsplit(".", 1)[-1] for k in keys)):
-            table.add_column(col, justify="left" if col in ("trial", "status") else "right", no_wrap=True)
+        rows = []
         for t in trials:
             r = self._latest.get(t.trial_id, {})
-            value = _dig(r, self.metric)
-            overrides = t.config.get(TRIAL_KEY, {}).get("overrides", {})
-            table.add_row(
+            cells = [
                 t.trial_id,
                 t.status,
                 str(r.get("training_iteration", "")),
-                "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.1f}",
+                metric_text(metric_value(r, self.metric)),
                 f"{int(r.get('num_env_steps_sampled_lifetime', 0)):,}" if r else "",
-                *[_short(overrides.get(k)) for k in keys],
-            )
+            ]
+            rows.append((cells, t.config.get(TRIAL_KEY, {}).get("overrides", {})))
+        columns = ("trial", "status", "iter", self.metric.rsplit("/", 1)[-1], "env steps")
+        table = trial_table(f"trials ({time.strftime('%H:%M:%S')})", columns, rows)
         Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(table)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"metric": self.metric, "every_s": self.every_s, "_last_print": 0.0, "_latest": {}}
 
 
-def _dig(result: dict, key: str):
-    node: Any = result
-    for part in key.split("/"):
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
-    return node
-
-
-def _short(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
-
-
 def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
-    from raytrain.runs import versions
-
     exp_dir = loaded.experiment_dir
     exp_dir.mkdir(parents=True, exist_ok=True)
     (exp_dir / SWEEP_FILE).write_text(yaml.safe_dump(loaded.sweep.model_dump(mode="json", exclude_none=True), sort_keys=False))
@@ -97,8 +81,7 @@ def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
         "versions": versions(),
     }
     (exp_dir / META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    with open(exp_dir / "command.txt", "a") as fh:
-        fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}\n{' '.join(argv)}\n")
+    append_command(exp_dir, argv)
     return exp_dir
 
 
@@ -184,8 +167,7 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", EXPERIMENT_STATE_PERIOD_S)
     exp_dir = check_resume(exp_dir)
     check_storage_on_cluster(str(exp_dir))  # every node must see the experiment's checkpoints
-    with open(exp_dir / "command.txt", "a") as fh:
-        fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}\n{' '.join(argv)}\n")
+    append_command(exp_dir, argv)
     tuner = tune.Tuner.restore(
         str(exp_dir),
         trainable=RaytrainPPO,
