@@ -7,10 +7,13 @@ Prints one table:
      (goal: >= 20,000/s, none lost);
   3. a 10 MB state_dict broadcast to 4 nodes against the floor: one `ray.put` plus 4 `ray.get` in 4 actors
      (goal: within 1.5x the floor);
-  4. with --example: the distributed PPO example (examples/cartpole_ppo.py), wall time to evaluation
+  4. how long `task.stop()` takes to wake a `wait_for` blocked in another thread (in process, no Ray),
+     p50 and max over --wake-samples stops (goal: max under 1 s; a unit test checks only that it wakes);
+  5. with --example: the distributed PPO example (examples/cartpole_ppo.py), wall time to evaluation
      return 475 with 2 collectors vs 1 (alternating, --example-seeds seeds each).
 
-Usage: python scripts/bench_events.py [--latency-samples 2000] [--burst 100000] [--repeats 5] [--example [--example-seeds 3]]
+Usage: python scripts/bench_events.py [--latency-samples 2000] [--burst 100000] [--repeats 5] [--wake-samples 200]
+                                      [--example [--example-seeds 3]]
 """
 
 from __future__ import annotations
@@ -131,11 +134,44 @@ def broadcast_main(repeats: int, mbytes: int):
         return starts
 
 
+def stop_wake_delays(samples: int) -> list[float]:
+    """Seconds from `task.stop()` to a `wait_for` blocked in another thread raising, once per sample."""
+    import math
+    import threading
+
+    from raytrain.framework import Task
+
+    delays = []
+    for _ in range(samples):
+        task = Task().start()
+        woken: list[float] = []
+
+        def waiter(task: Task = task, woken: list[float] = woken) -> None:
+            try:
+                task.wait_for("never", timeout=math.inf)
+            except Exception:  # noqa: BLE001 - the stop is what ends it
+                woken.append(time.perf_counter())
+
+        thread = threading.Thread(target=waiter, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not task._bus.has_handlers("never") and time.monotonic() < deadline:  # wait_for is waiting
+            time.sleep(0.0005)
+        stopped = time.perf_counter()
+        task.stop()
+        thread.join(10)
+        if not woken:
+            raise SystemExit("task.stop() did not wake a blocked wait_for within 10 s")
+        delays.append(woken[0] - stopped)
+    return delays
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency-samples", type=int, default=2000)
     parser.add_argument("--burst", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--wake-samples", type=int, default=200)
     parser.add_argument("--example", action="store_true", help="also time examples/cartpole_ppo.py (minutes)")
     parser.add_argument("--example-seeds", type=int, default=3)
     args = parser.parse_args()
@@ -206,7 +242,13 @@ def main() -> None:
                  f"{o50 / f50:.2f}x floor (goal <= 1.5)"))
     ray.shutdown()
 
-    # 4. the distributed example, 2 collectors vs 1, alternating, a few seeds
+    # 4. stop() waking a blocked wait_for (in process)
+    wakes = stop_wake_delays(args.wake_samples)
+    w50, wmax = pct(wakes, 0.5) * 1e3, max(wakes) * 1e3
+    rows.append((f"task.stop() wakes a blocked wait_for ({args.wake_samples} stops)", f"p50 {w50:.3f} ms, max {wmax:.3f} ms",
+                 f"goal: max < 1000 ms: {'yes' if wmax < 1000 else 'NO'}"))
+
+    # 5. the distributed example, 2 collectors vs 1, alternating, a few seeds
     if args.example:
         times: dict[int, list[tuple[float, float]]] = {2: [], 1: []}
         for seed in range(args.example_seeds):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass
@@ -66,14 +66,33 @@ def _neg_inf() -> float:
 
 
 @dataclass
-class OnlineRLContext(Context):
-    """Context of an online RL pipeline (collect, train, evaluate)."""
+class _RLContext(Context):
+    """What the online and offline RL contexts share: training and evaluation results."""
 
-    env_step: int = 0
-    env_episode: int = 0
+    _ALWAYS_KEPT: ClassVar[frozenset[str]] = frozenset({"train_iter", "last_eval_iter", "last_eval_value"})
+    """Keys every context of this type keeps across renews, besides those given to `keep()`."""
+
     train_iter: int = 0
     train_data: Any = None
     train_output: Any = None
+    eval_value: float = field(default_factory=_neg_inf)
+    eval_output: dict = field(default_factory=dict)
+    last_eval_iter: int = -1
+    last_eval_value: float = field(default_factory=_neg_inf)
+    info_for_logging: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._kept_keys.update(self._ALWAYS_KEPT)
+
+
+@dataclass
+class OnlineRLContext(_RLContext):
+    """Context of an online RL pipeline (collect, train, evaluate)."""
+
+    _ALWAYS_KEPT: ClassVar[frozenset[str]] = _RLContext._ALWAYS_KEPT | {"env_step", "env_episode"}
+
+    env_step: int = 0
+    env_episode: int = 0
     collect_kwargs: dict = field(default_factory=dict)
     obs: Any = None
     action: Any = None
@@ -81,30 +100,13 @@ class OnlineRLContext(Context):
     trajectories: Any = None
     episodes: Any = None
     trajectory_end_idx: list = field(default_factory=list)
-    eval_value: float = field(default_factory=_neg_inf)
-    eval_output: dict = field(default_factory=dict)
-    last_eval_iter: int = -1
-    last_eval_value: float = field(default_factory=_neg_inf)
-    info_for_logging: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._kept_keys.update({"env_step", "env_episode", "train_iter", "last_eval_iter", "last_eval_value"})
 
 
 @dataclass
-class OfflineRLContext(Context):
+class OfflineRLContext(_RLContext):
     """Context of an offline RL pipeline (train on a dataset, evaluate)."""
+
+    _ALWAYS_KEPT: ClassVar[frozenset[str]] = _RLContext._ALWAYS_KEPT | {"trained_env_step"}
 
     trained_env_step: int = 0
     train_epoch: int = 0
-    train_iter: int = 0
-    train_data: Any = None
-    train_output: Any = None
-    eval_value: float = field(default_factory=_neg_inf)
-    last_eval_iter: int = -1
-    last_eval_value: float = field(default_factory=_neg_inf)
-    eval_output: dict = field(default_factory=dict)
-    info_for_logging: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._kept_keys.update({"trained_env_step", "train_iter", "last_eval_iter", "last_eval_value"})

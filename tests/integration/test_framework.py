@@ -17,8 +17,33 @@ import pytest
 
 from raytrain.errors import FrameworkError
 from raytrain.framework import NodeError, Parallel, task
+from raytrain.framework.router import receivers
 
 pytestmark = pytest.mark.integration
+
+
+def _barrier(event: str) -> None:
+    """Emit `event` to the nodes this node's emits reach and wait until each of them emitted it too.
+
+    A node's messages arrive in the order it sent them (its inbox puts them back in order), so when a peer's
+    `event` has arrived, everything that peer emitted before it has been handed to this node's handlers.
+    The topologies are symmetric: the nodes this node reaches are the nodes that reach it.
+    """
+    router = task.router
+    peers = set(receivers(router.topology, router.node_ids, router.node_id))
+    arrived: set[int] = set()
+    everyone = threading.Event()
+
+    def on_barrier(sender: int) -> None:
+        arrived.add(sender)
+        if arrived >= peers:
+            everyone.set()
+
+    task.on(event, on_barrier)
+    if not peers:
+        everyone.set()
+    task.emit(event, router.node_id, only_remote=True)
+    assert everyone.wait(60), f"node {router.node_id}: '{event}' came from {sorted(arrived)} of {sorted(peers)}"
 
 
 def _hello_main(steps: int = 3):
@@ -28,11 +53,11 @@ def _hello_main(steps: int = 3):
         task.on("hello", lambda sender, step=None: heard.append((sender, step)))
         task.on("hello", lambda sender, step=None: heard.append(("second handler", sender)))
         me = task.router.node_id
-        time.sleep(0.3)
+        _barrier("subscribed")  # both handlers of every node are registered before anyone emits
         for step in range(steps):
             task.emit("hello", me, step=step, only_remote=True)
             time.sleep(0.05)
-        time.sleep(1.5)  # let the last emits of the other nodes arrive
+        _barrier("sent")  # every hello of the other nodes has arrived
         labels = sorted(task.labels)
     return {"me": me, "heard": heard, "labels": labels}
 
@@ -181,7 +206,7 @@ def _isolated_main(tag: str):
         for _ in range(20):
             task.emit("who", tag, only_remote=True)
             time.sleep(0.05)
-        time.sleep(1.0)
+        _barrier("sent")  # every "who" of the other node has arrived
         return heard
 
 
@@ -260,9 +285,9 @@ def _topics_main():
         raw, events = [], []
         task.router.on("topic", lambda *a, **k: raw.append((a, k)))
         task.on("topic", lambda *a, **k: events.append((a, k)))
-        time.sleep(0.3)
+        _barrier("subscribed")
         task.router.emit("topic", me, kind="raw")
-        time.sleep(1.0)
+        _barrier("sent")  # the other node's topic (sent before it, through the same inbox) has arrived
         return raw, events
 
 

@@ -22,6 +22,8 @@ import raytrain.framework as framework
 from raytrain.errors import FrameworkError
 from raytrain.framework import Context, OfflineRLContext, OnlineRLContext, Parallel, Role, Task, TransportKeywordWarning
 
+from .framework_fixtures import no_ray_runtime, started_task  # noqa: F401 - fixtures `_no_ray_runtime`, `t`
+
 pytestmark = pytest.mark.timeout(30)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,23 +39,6 @@ DI_ENGINE_TRANSPORT = {
     "redis_port": 6379,
     "startup_interval": 1,
 }
-
-
-@pytest.fixture(autouse=True)
-def _no_ray_runtime():
-    before = sys.modules.get("ray")
-    was_up = before is not None and before.is_initialized()
-    yield
-    ray = sys.modules.get("ray")
-    assert was_up or ray is None or not ray.is_initialized(), "a unit test started Ray"
-
-
-@pytest.fixture
-def t():
-    task = Task()
-    task.start()
-    yield task
-    task.stop()
 
 
 def _transport_warnings(record):
