@@ -7,8 +7,10 @@ import importlib.util
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from types import ModuleType
+from typing import Annotated, Any
 
 import typer
 
@@ -17,7 +19,7 @@ from raytrain.errors import UsageError
 from raytrain.imports import import_module
 
 
-def load_main(target: Path, main: str):
+def load_main(target: Path, main: str) -> Callable[..., Any]:
     """The function `main` names, from a Python file or a directory holding modules or a package."""
     target = target.expanduser().resolve()
     if not target.exists():
@@ -29,6 +31,8 @@ def load_main(target: Path, main: str):
         sys.path.insert(0, str(target.parent))
         if module_name in ("", target.stem):
             spec = importlib.util.spec_from_file_location(target.stem, target)
+            if spec is None or spec.loader is None:
+                raise UsageError(f"{target}: Python cannot load this file as a module")
             module = importlib.util.module_from_spec(spec)
             sys.modules[target.stem] = module
             try:
@@ -51,7 +55,7 @@ def load_main(target: Path, main: str):
     return fn
 
 
-def _import(module_name: str, main: str):
+def _import(module_name: str, main: str) -> ModuleType:
     try:
         return import_module(module_name)
     except ModuleNotFoundError as e:
@@ -88,8 +92,19 @@ def run(
 
 
 @handle_errors
-def _run(target, main, workers, topology, labels, node_ids, address, auto_recover, max_retries, num_cpus) -> None:
-    address = cluster_address(*address)  # before Ray is imported
+def _run(
+    target: Path,
+    main: str,
+    workers: int,
+    topology: str,
+    labels: str | None,
+    node_ids: str | None,
+    address_or_cluster: tuple[str | None, Path | None],
+    auto_recover: bool,
+    max_retries: int,
+    num_cpus: float,
+) -> None:
+    address = cluster_address(*address_or_cluster)  # before Ray is imported
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")  # every node's lines, each prefixed with its node id
     from raytrain.framework import Parallel
 
