@@ -81,34 +81,6 @@ def preload_for_build(cfg: RaytrainConfig) -> None:
         import torch._inductor.config  # noqa: F401
 
 
-def connect_ray(address: str | None, num_cpus: int | None = None, *, workers_needed: bool = True) -> str:
-    """Connect to the cluster at `address` (or RAY_ADDRESS), or start a local Ray. Returns a description.
-
-    workers_needed=False: a local Ray that will run no actors or tasks of ours does not pre-start worker
-    processes (Ray starts one per CPU, each importing Ray, competing for the CPUs with start-up).
-    """
-    import ray
-
-    from raytrain.quiet import worker_runtime_env
-
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if ray.is_initialized():
-        return "existing Ray session"
-    if address:
-        try:
-            ray.init(address=address, logging_level="WARNING", runtime_env=worker_runtime_env())
-        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... here
-            raise TrainError(
-                f"cannot connect to the Ray cluster at {address}: {exc}. Check that it is up "
-                "(`ray status --address ...`) and that this machine runs the same Ray and Python versions."
-            ) from None
-        return f"Ray cluster at {address}"
-    system = {} if workers_needed else {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
-    ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING", _system_config=system or None,
-             runtime_env=worker_runtime_env())
-    return "local Ray"
-
-
 def check_resources(cfg: RaytrainConfig) -> None:
     """Fail fast when the actors cannot all be placed: Ray would otherwise wait forever."""
     import ray
@@ -146,12 +118,12 @@ class Trainer:
         *,
         on_iteration: Callable[[IterationReport], None] | None = None,
         on_message: Callable[[str], None] | None = None,
-    ):
+    ) -> None:
         self.cfg = cfg
         self.folder = folder
         self.on_iteration = on_iteration or (lambda report: None)
         self.on_message = on_message or (lambda text: None)
-        self.algo = None
+        self.algo: Any = None  # the RLlib Algorithm, once built
         self.time_offset = 0.0
 
     def build(self, restore_from: Path | None = None) -> None:
@@ -217,17 +189,17 @@ class Trainer:
         """Train until a stop criterion is reached or the user interrupts (Ctrl-C)."""
         if self.algo is None:
             raise TrainError("build() must be called before run()")
-        self._require_folder()
+        folder = self._require_folder()
         exp = self.cfg.experiment
-        writer = MetricsWriter(self.folder)
+        writer = MetricsWriter(folder)
         writer.drop_after(self.algo.iteration)
         iteration = self.algo.iteration
-        last_checkpoint: Path | None = self.folder.latest_checkpoint()
+        last_checkpoint: Path | None = folder.latest_checkpoint()
         metrics: dict[str, Any] = {}
         prev_steps = None
         if writer.rows:
             prev_steps = writer.rows[-1].get("num_env_steps_sampled_lifetime")
-        self.folder.set_status(status="running", pid=os.getpid(), started=time.strftime("%Y-%m-%d %H:%M:%S"))
+        folder.set_status(status="running", pid=os.getpid(), started=time.strftime("%Y-%m-%d %H:%M:%S"))
         reason = "unknown"
         try:
             while True:
@@ -248,7 +220,7 @@ class Trainer:
                 ):
                     checkpoint = self.save(iteration, metrics) or checkpoint
                     last_checkpoint = checkpoint or last_checkpoint
-                self.folder.set_status(iteration=iteration, last_checkpoint=str(last_checkpoint or ""))
+                folder.set_status(iteration=iteration, last_checkpoint=str(last_checkpoint or ""))
                 self.on_iteration(
                     IterationReport(
                         iteration,
@@ -271,12 +243,12 @@ class Trainer:
                 saved = self.save(iteration, metrics)
                 last_checkpoint = saved or last_checkpoint
         except Exception as exc:
-            self.folder.set_status(status="failed", error=f"{type(exc).__name__}: {exc}")
+            folder.set_status(status="failed", error=f"{type(exc).__name__}: {exc}")
             raise
-        self.folder.set_status(
+        folder.set_status(
             status=status, reason=reason, iteration=iteration, last_checkpoint=str(last_checkpoint or "")
         )
-        return TrainOutcome(self.folder.path, iteration, reason, last_checkpoint, metrics)
+        return TrainOutcome(folder.path, iteration, reason, last_checkpoint, metrics)
 
     def stop(self) -> None:
         if self.algo is not None:

@@ -5,13 +5,18 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from types import FrameType
+from typing import Annotated, NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 
 from raytrain.errors import ConfigError, RaytrainError
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Piped or logged output keeps whole tables (rich would cut them to 80 columns); no emoji codes
 # (rich would print `config.yaml:100:` as an emoji).
@@ -33,24 +38,6 @@ ClusterOption = Annotated[
 ]
 
 
-def cluster_address(address: str | None, cluster: Path | None) -> str | None:
-    """The address to connect to; with --cluster also sets the auth environment of this driver.
-
-    Call it before anything imports Ray: Ray reads RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH on import.
-    """
-    if cluster is None:
-        return address
-    from raytrain.cluster.lifecycle import driver_env
-    from raytrain.config.cluster import load_cluster
-    from raytrain.errors import UsageError
-
-    if address:
-        raise UsageError("give --address or --cluster, not both")
-    env = driver_env(load_cluster(cluster))
-    os.environ.update(env)
-    return env["RAY_ADDRESS"]
-
-
 def verbose() -> bool:
     return os.environ.get("RAYTRAIN_DEBUG", "") not in ("", "0")
 
@@ -62,11 +49,11 @@ def say(lines: list[str]) -> None:
         err.print(line, style=style, markup=False)
 
 
-def handle_errors(fn):
+def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn RaytrainErrors into a message and an exit code; tracebacks only with --verbose."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except RaytrainError as exc:
@@ -94,7 +81,7 @@ def handle_errors(fn):
     return wrapper
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     err.print(f"error: {message}", style="red", markup=False)
     raise typer.Exit(code)
 
@@ -115,7 +102,7 @@ def interrupt_on_signals(*, second_term_ends: bool = True) -> None:
     """
     import signal
 
-    def first(signum, frame):
+    def first(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL if second_term_ends else signal.SIG_IGN)
         raise KeyboardInterrupt

@@ -14,9 +14,10 @@ from typing import Annotated, Any
 
 import typer
 
-from raytrain.cli.common import AddressOption, ClusterOption, cluster_address, err, handle_errors, interrupt_on_signals
+from raytrain.cli.common import AddressOption, ClusterOption, err, handle_errors, interrupt_on_signals
 from raytrain.errors import UsageError
 from raytrain.imports import import_module
+from raytrain.ray_session import cluster_address
 
 
 def load_main(target: Path, main: str) -> Callable[..., Any]:

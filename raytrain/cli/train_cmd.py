@@ -6,7 +6,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,7 +15,6 @@ from raytrain.cli.common import (
     ClusterOption,
     SetOption,
     argv,
-    cluster_address,
     err,
     handle_errors,
     interrupt_on_signals,
@@ -25,8 +24,12 @@ from raytrain.cli.common import (
 from raytrain.cli.slurm_cmd import SlurmOption
 from raytrain.cli.slurm_cmd import submit as slurm_submit
 
+if TYPE_CHECKING:
+    from raytrain.config.schema import RaytrainConfig
+    from raytrain.training import IterationReport
 
-def _fmt(value) -> str:
+
+def _fmt(value: object) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float) and value.is_integer() and abs(value) >= 1000:
@@ -36,7 +39,7 @@ def _fmt(value) -> str:
     return f"{value:,}"
 
 
-def _progress_line(report, cfg, started: float) -> str:
+def _progress_line(report: IterationReport, cfg: RaytrainConfig, started: float) -> str:
     m = report.metrics
     parts = [
         f"iter {report.iteration:>4}",
@@ -67,11 +70,13 @@ def train(
     if slurm is not None:
         _slurm(file, set_ or [], slurm, dry_run, address or cluster, resume)
         return
-    _train(file, set_ or [], (address, cluster), dry_run, resume)
+    run_train(file, set_ or [], address=address, cluster=cluster, dry_run=dry_run, resume=resume)
 
 
 @handle_errors
-def _slurm(file, overrides, slurm, dry_run, conflicting, resume) -> None:
+def _slurm(
+    file: Path | None, overrides: list[str], slurm: Path, dry_run: bool, conflicting: str | Path | None, resume: Path | None
+) -> None:
     from raytrain.errors import UsageError
 
     if conflicting or (file is None and resume is None):
@@ -85,132 +90,40 @@ def _warn(line: str) -> None:
 
 
 @handle_errors
-def _train(file, overrides, address, dry_run, resume, *, run_dir: Path | None = None, second_term_ends: bool = True) -> None:
-    """Order: every check that needs no Ray (config, run folder, checkpoint, writability, RLlib's own
-    validation), then Ray, then the Algorithm's build (and restore), and only then anything written.
+def run_train(
+    file: Path | None,
+    overrides: list[str],
+    *,
+    address: str | None = None,
+    cluster: Path | None = None,
+    dry_run: bool = False,
+    resume: Path | None = None,
+    run_dir: Path | None = None,
+    second_term_ends: bool = True,
+) -> None:
+    """`raytrain train` without --slurm: prepare (every check, exit 2), then print the plan or start the run.
 
     `run_dir` (a Slurm job's driver): a new run goes into exactly this folder, named when the job was
     submitted, instead of a new one under storage_path/name. `second_term_ends`: see `interrupt_on_signals`.
     """
-    import yaml
-
-    from raytrain.config.load import load_config, load_source
-    from raytrain.config.source import parse_yaml
-    from raytrain.errors import ConfigError, ConfigIssue, UsageError
-    from raytrain.paths import probe_writable
-    from raytrain.rllib.translate import rllib_calls
-    from raytrain.runs import STAMP_PLACEHOLDER, RunFolder, experiment_dir
+    from raytrain import train_run
 
     started = time.perf_counter()
-    # Before anything imports Ray: it reads the auth mode and token path when it is imported.
-    address = cluster_address(*address)
-    folder = None
-    if resume is not None:
-        folder = RunFolder.open(resume)
-        source_name = str(file) if file is not None else str(folder.path / "config.yaml")
-        if file is None:
-            loaded = load_source(parse_yaml(folder.read_config_yaml(), source_name), overrides)
-        else:
-            loaded = load_config(file, overrides)
-        checkpoint = folder.latest_checkpoint(on_skip=_warn)
-        if checkpoint is None:
-            raise UsageError(
-                f"{folder.path} has no complete checkpoint to resume from (checkpoints/checkpoint_<n>/ with a "
-                "readable raytrain_state.json); start a new run with `raytrain train CONFIG.yaml`"
-            )
-        problem = probe_writable(folder.path)
-        if problem:
-            raise UsageError(f"cannot resume in {folder.path}: {problem}")
-        where = str(folder.path)
-    else:
-        if file is None:
-            raise UsageError("give a config file (raytrain train CONFIG.yaml) or --resume RUN_DIR")
-        source_name = str(file)
-        loaded = load_config(file, overrides)
-        checkpoint = None
-        exp, source = loaded.config.experiment, loaded.source
-        base = experiment_dir(exp.storage_path, exp.name, source.where(("experiment", "name")))
-        problem = probe_writable(base)
-        if problem:
-            raise ConfigError(
-                [
-                    ConfigIssue(
-                        source.where(("experiment", "storage_path")),
-                        "experiment.storage_path",
-                        f"{problem}; run folders go to {base}/: choose a folder you can write to",
-                    )
-                ]
-            )
-        where = str(run_dir) if run_dir is not None else f"{base}/{STAMP_PLACEHOLDER}"
-    say(loaded.notices + loaded.warnings)
-    cfg = loaded.config
-    calls = rllib_calls(cfg)
-    if not cfg.stop:
-        err.print("warning: no stop criteria: training runs until Ctrl-C", style="yellow")
-
-    # RLlib's own checks, before Ray starts and before anything is written (importing RLlib takes seconds).
-    from raytrain.rllib.translate import build_ppo_config
-
-    try:
-        build_ppo_config(cfg).validate()
-    except Exception as exc:  # RLlib raises ValueError and friends
-        raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
-
-    if dry_run:
-        out.print("# would train with these RLlib builder calls", markup=False)
-        out.print(yaml.safe_dump(calls, sort_keys=False).rstrip(), markup=False)
-        out.print(f"# run folder: {where}", markup=False)
-        if checkpoint:
-            out.print(f"# resuming from: {checkpoint}", markup=False)
-        return
-
-    from concurrent.futures import ThreadPoolExecutor
-
-    from raytrain.quiet import quiet_ray
-    from raytrain.training import Trainer, all_in_main_process, check_resources, connect_ray, preload_for_build
-
-    messages = quiet_ray()  # Ray's own messages: into the run folder's ray.log (--verbose: here)
-    # What the Algorithm's build will import (seconds) is imported while Ray starts.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        preloaded = pool.submit(preload_for_build, cfg)
-        ray_where = connect_ray(address, workers_needed=not all_in_main_process(cfg))
-        preloaded.result()
-    check_resources(cfg)
-
-    interrupt_on_signals(second_term_ends=second_term_ends)
-    trainer = Trainer(
-        cfg,
-        on_iteration=lambda report: err.print(_progress_line(report, cfg, started), markup=False),
-        on_message=lambda text: err.print(text, style="dim", markup=False),
+    prepared = train_run.prepare(
+        file, overrides, address=address, cluster=cluster, resume=resume, run_dir=run_dir, notify=lambda line: say([line])
     )
-    try:
-        trainer.build(checkpoint)
-        # Built (and restored): now the run is recorded. A resume keeps the earlier config files numbered.
-        if folder is None and run_dir is not None:
-            run_dir.mkdir(parents=True, exist_ok=True)  # made by the submission; the script and the job's log are in it
-            folder = RunFolder(run_dir)
-            folder.write_setup(cfg.to_yaml_dict(), calls, argv())
-        elif folder is None:
-            folder = RunFolder.create(cfg.experiment.storage_path, cfg.experiment.name)
-            folder.write_setup(cfg.to_yaml_dict(), calls, argv())
-        else:
-            n = folder.record_resume(cfg.to_yaml_dict(), calls, argv())
-            err.print(f"earlier config kept as config.{n}.yaml, rllib_config.{n}.json", style="dim", markup=False)
-        trainer.folder = folder
-        err.print(f"run folder: {folder.path}", markup=False)
-        if messages is not None:
-            log = messages.log_to(folder.path)
-            err.print(f"Ray's own messages go to {log} (--verbose prints them here)", style="dim", markup=False)
-        err.print(
-            f"training PPO on {cfg.environment.env} ({ray_where})"
-            + (f", resuming from {checkpoint.name}" if checkpoint else ""),
-            markup=False,
-        )
-        outcome = trainer.run()
-    finally:
-        trainer.stop()
-        if messages is not None:
-            messages.close()
+    if dry_run:
+        out.print(train_run.plan(prepared), markup=False)
+        return
+    cfg = prepared.cfg
+    outcome = train_run.start(
+        prepared,
+        argv(),
+        on_iteration=lambda report: err.print(_progress_line(report, cfg, started), markup=False),
+        on_line=lambda line: err.print(line, markup=False),
+        on_note=lambda text: err.print(text, style="dim", markup=False),
+        on_connected=lambda: interrupt_on_signals(second_term_ends=second_term_ends),
+    )
     err.print(f"{outcome.reason} after {outcome.iteration} iterations", style="bold", markup=False)
     if outcome.last_checkpoint:
         err.print(f"checkpoint: {outcome.last_checkpoint}", markup=False)
@@ -232,11 +145,11 @@ def eval_(
 
 
 @handle_errors
-def _eval(checkpoint, episodes, explore, seed, json_) -> None:
+def _eval(checkpoint: Path, episodes: int, explore: bool, seed: int | None, json_: bool) -> None:
     from raytrain.evaluate import evaluate, plan_eval
 
     plan = plan_eval(checkpoint, seed, on_skip=_warn)  # not a checkpoint, bad config: exit 2 before Ray
-    from raytrain.training import connect_ray
+    from raytrain.ray_session import connect_ray
 
     connect_ray(None)
     result = evaluate(plan, episodes, explore)

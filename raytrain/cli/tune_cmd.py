@@ -15,7 +15,6 @@ from raytrain.cli.common import (
     ClusterOption,
     SetOption,
     argv,
-    cluster_address,
     err,
     handle_errors,
     out,
@@ -23,6 +22,7 @@ from raytrain.cli.common import (
 )
 from raytrain.cli.slurm_cmd import SlurmOption
 from raytrain.cli.slurm_cmd import submit as slurm_submit
+from raytrain.ray_session import cluster_address
 
 if TYPE_CHECKING:
     from typer._click.core import Context  # the click that typer bundles, which TyperGroup is typed against
@@ -108,7 +108,7 @@ def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], starte
     """Connect to Ray (`started` is told where), with Ray's own messages going to the experiment's ray.log,
     run `sweep`, and report on the experiment folder it returns."""
     from raytrain.quiet import quiet_ray
-    from raytrain.training import connect_ray
+    from raytrain.ray_session import connect_ray
 
     messages = quiet_ray()  # Ray's, Tune's and RLlib's own messages: into the experiment's ray.log
     where = connect_ray(address)

@@ -14,9 +14,10 @@ import argparse
 import json
 import statistics
 import time
+from typing import Any
 
 
-def measure(size_mb: float = 64.0, pings: int = 50) -> list[dict]:
+def measure(size_mb: float = 64.0, pings: int = 50) -> list[dict[str, Any]]:
     """One row per alive node: round trip to the head's probe, and object transfer speed both ways."""
     import numpy as np
     import ray
@@ -27,18 +28,18 @@ def measure(size_mb: float = 64.0, pings: int = 50) -> list[dict]:
         def ping(self) -> None:
             return None
 
-        def make(self, nbytes: int) -> list:
+        def make(self, nbytes: int) -> list[Any]:
             # The object lives in this node's store; only its reference leaves (inside a list).
             return [ray.put(np.ones(nbytes, dtype=np.uint8))]
 
-        def fetch(self, refs: list) -> float:
+        def fetch(self, refs: list[Any]) -> float:
             started = time.perf_counter()
             data = ray.get(refs[0])
             spent = time.perf_counter() - started
             assert data.nbytes > 0
             return spent
 
-        def round_trips(self, peer, n: int) -> list[float]:
+        def round_trips(self, peer: Any, n: int) -> list[float]:
             ray.get(peer.ping.remote())
             times = []
             for _ in range(n):
@@ -50,8 +51,10 @@ def measure(size_mb: float = 64.0, pings: int = 50) -> list[dict]:
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     head = next((n for n in nodes if "node:__internal_head__" in n.get("Resources", {})), nodes[0])
 
-    def probe_on(node) -> ray.actor.ActorHandle:
-        return Probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote()
+    actor_class: Any = Probe  # what ray.remote made of it (mypy still sees the plain class)
+
+    def probe_on(node: dict[str, Any]) -> ray.actor.ActorHandle:
+        return actor_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote()
 
     head_probe = probe_on(head)
     nbytes = int(size_mb * 2**20)
@@ -83,7 +86,9 @@ def main() -> None:
     args = parser.parse_args()
     import ray
 
-    ray.init(logging_level="ERROR", log_to_driver=False)
+    from raytrain.ray_session import init_ray
+
+    init_ray(logging_level="ERROR", log_to_driver=False)
     try:
         print(json.dumps(measure(args.size_mb, args.pings)))
     finally:

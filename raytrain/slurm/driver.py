@@ -54,7 +54,7 @@ def _sweep(file: str, experiment_dir: str, overrides: list[str]) -> None:
     from raytrain.cli.tune_cmd import _report
     from raytrain.config.sweep_load import load_sweep
     from raytrain.errors import UsageError
-    from raytrain.training import connect_ray
+    from raytrain.ray_session import connect_ray
     from raytrain.tune.build import check, plan
     from raytrain.tune.run import run_sweep
 
@@ -75,7 +75,7 @@ def _sweep(file: str, experiment_dir: str, overrides: list[str]) -> None:
 def _resume(experiment_dir: str) -> None:
     from raytrain.cli.common import argv
     from raytrain.cli.tune_cmd import _report
-    from raytrain.training import connect_ray
+    from raytrain.ray_session import connect_ray
     from raytrain.tune.run import check_resume, resume_sweep
 
     exp_dir = check_resume(experiment_dir)
@@ -128,7 +128,7 @@ def plan_train(file: str | None, run_dir: str, overrides: list[str], restarts: i
 
 def _train(file: str | None, run_dir: str, overrides: list[str]) -> None:
     from raytrain.cli.common import err, handle_errors
-    from raytrain.cli.train_cmd import _train as train
+    from raytrain.cli.train_cmd import run_train
 
     def decide() -> TrainStep | None:
         return plan_train(file, run_dir, overrides, int(os.environ.get("SLURM_RESTART_COUNT") or 0))
@@ -141,8 +141,8 @@ def _train(file: str | None, run_dir: str, overrides: list[str]) -> None:
     sys.argv = ["raytrain", *step.words]  # what command.txt records: the `raytrain train` this step is
     # A second SIGTERM (Slurm's own after the batch shell's, or the other way round) must not cut the
     # checkpoint short; Slurm's SIGKILL after KillWait still ends the driver.
-    train(step.file, step.overrides, (None, None), False, step.resume,
-          run_dir=None if step.resume else step.run_dir, second_term_ends=False)
+    run_train(step.file, step.overrides, resume=step.resume, run_dir=None if step.resume else step.run_dir,
+              second_term_ends=False)
 
 
 def main(args: list[str] | None = None) -> int:

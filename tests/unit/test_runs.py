@@ -54,12 +54,12 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 @pytest.fixture
 def no_ray_start(monkeypatch):
     """Fail the test if Ray is started: these refusals must come before it."""
-    import raytrain.training
+    import raytrain.ray_session
 
     def refuse(*args, **kwargs):
         raise AssertionError("Ray was started before the refusal")
 
-    monkeypatch.setattr(raytrain.training, "connect_ray", refuse)
+    monkeypatch.setattr(raytrain.ray_session, "connect_ray", refuse)
 
 
 # --- item 7: where a run goes ---------------------------------------------------------------------

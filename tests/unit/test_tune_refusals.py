@@ -33,7 +33,7 @@ def _record_ray_starts(monkeypatch):
     """
     import ray
 
-    import raytrain.training
+    import raytrain.ray_session
 
     _RAY_STARTS.clear()
 
@@ -44,7 +44,7 @@ def _record_ray_starts(monkeypatch):
 
         return start
 
-    monkeypatch.setattr(raytrain.training, "connect_ray", refuse("connect_ray"))
+    monkeypatch.setattr(raytrain.ray_session, "connect_ray", refuse("connect_ray"))
     monkeypatch.setattr(ray, "init", refuse("ray.init"))
     yield
     _RAY_STARTS.clear()

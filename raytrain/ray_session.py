@@ -1,0 +1,80 @@
+"""This process's Ray session: the driver's auth environment, then the one door to `ray.init`.
+
+Ray reads RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH when it is imported, so `cluster_address` must run before
+anything imports Ray. Every `ray.init` of raytrain goes through `init_ray` (`connect_ray` for a command's
+driver), so that starting or joining Ray has one place to change and one place for a test to watch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from raytrain.errors import TrainError
+
+
+def cluster_address(address: str | None, cluster: Path | None) -> str | None:
+    """The address to connect to; with a cluster YAML also sets the auth environment of this driver.
+
+    Call it before anything imports Ray: Ray reads RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH on import.
+
+    Raises:
+        UsageError: both an address and a cluster YAML are given.
+        ClusterError: this machine is not a node of the cluster, or its token is missing.
+    """
+    if cluster is None:
+        return address
+    from raytrain.cluster.lifecycle import driver_env
+    from raytrain.config.cluster import load_cluster
+    from raytrain.errors import UsageError
+
+    if address:
+        raise UsageError("give --address or --cluster, not both")
+    env = driver_env(load_cluster(cluster))
+    os.environ.update(env)
+    return env["RAY_ADDRESS"]
+
+
+def init_ray(address: str | None = None, **options: Any) -> bool:
+    """Join the Ray cluster at `address`, or start a local Ray (None), unless this process has a session.
+
+    `options` go to `ray.init` as they are (`include_dashboard`, `logging_level`, `log_to_driver`, ...).
+    A process keeps the session it has: a test's, or the one a command started before calling in.
+
+    Returns:
+        True when this call initialized Ray, False when a session was there already.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(address=address, **options)
+    return True
+
+
+def connect_ray(address: str | None, num_cpus: int | None = None, *, workers_needed: bool = True) -> str:
+    """Connect to the cluster at `address` (or RAY_ADDRESS), or start a local Ray. Returns a description.
+
+    workers_needed=False: a local Ray that will run no actors or tasks of ours does not pre-start worker
+    processes (Ray starts one per CPU, each importing Ray, competing for the CPUs with start-up).
+
+    Raises:
+        TrainError: the cluster at `address` cannot be joined.
+    """
+    from raytrain.quiet import worker_runtime_env
+
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        try:
+            joined = init_ray(address, logging_level="WARNING", runtime_env=worker_runtime_env())
+        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... here
+            raise TrainError(
+                f"cannot connect to the Ray cluster at {address}: {exc}. Check that it is up "
+                "(`ray status --address ...`) and that this machine runs the same Ray and Python versions."
+            ) from None
+        return f"Ray cluster at {address}" if joined else "existing Ray session"
+    system = {} if workers_needed else {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
+    started = init_ray(None, num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING",
+                       _system_config=system or None, runtime_env=worker_runtime_env())
+    return "local Ray" if started else "existing Ray session"

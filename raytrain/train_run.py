@@ -1,0 +1,230 @@
+"""`raytrain train` from a config file to a finished run: prepare, plan, start.
+
+    prepared = prepare(file, overrides, resume=..., notify=print)   # every check; nothing written, no Ray
+    print(plan(prepared))                                           # what --dry-run shows
+    outcome = start(prepared, argv)                                 # Ray, the build, the run folder, the loop
+
+The order is the promise: every check that needs no Ray (config, run folder, checkpoint, writability,
+RLlib's own validation) raises in `prepare`, a `UsageError` or `ConfigError` (exit 2); `start` then joins
+Ray, builds the Algorithm (and restores it), and only then writes the run folder, so a run that cannot
+start leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raytrain.config.schema import RaytrainConfig
+from raytrain.runs import RunFolder
+from raytrain.training import IterationReport, TrainOutcome
+
+
+def _ignore(*args: object) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PreparedTrain:
+    """A checked `raytrain train`: what runs, where it is recorded, what it continues from."""
+
+    cfg: RaytrainConfig
+    calls: dict[str, dict[str, Any]]
+    """The RLlib builder calls (`rllib_calls`), recorded as rllib_config.json."""
+    address: str | None
+    """The Ray cluster to join (None: RAY_ADDRESS, else a local Ray)."""
+    where: str
+    """The run folder as --dry-run shows it (a new run's start time as `STAMP_PLACEHOLDER`)."""
+    resumed: RunFolder | None = None
+    """The run folder continued (--resume), or None for a new run."""
+    checkpoint: Path | None = None
+    """The checkpoint the run continues from (with `resumed`)."""
+    run_dir: Path | None = None
+    """A new run's exact folder (a Slurm job's, named at submit time); None: a new one under storage_path/name."""
+
+
+def prepare(
+    file: Path | None,
+    overrides: list[str],
+    *,
+    address: str | None = None,
+    cluster: Path | None = None,
+    resume: Path | None = None,
+    run_dir: Path | None = None,
+    notify: Callable[[str], None] = _ignore,
+) -> PreparedTrain:
+    """Check and resolve everything a run needs, without Ray and without writing anything.
+
+    Args:
+        file: the train config YAML; with `resume`, optional (the run folder's config.yaml is used).
+        overrides: `--set KEY=VALUE` items.
+        address: the Ray cluster to join; `cluster`, a cluster YAML, names it instead and sets this
+            driver's auth environment (before anything here imports Ray, which reads it on import).
+        resume: a run folder to continue from its latest complete checkpoint.
+        run_dir: a new run goes into exactly this folder instead of a new one under storage_path/name.
+        notify: told each notice and warning line (overrides applied, checkpoints skipped, no stop criteria).
+
+    Raises:
+        UsageError: no config and no run folder, not a run folder, no checkpoint, a run folder not writable.
+        ConfigError: the config is invalid, its storage path not writable, or RLlib rejects it.
+    """
+    from raytrain.config.load import load_config, load_source
+    from raytrain.config.source import parse_yaml
+    from raytrain.errors import ConfigError, ConfigIssue, UsageError
+    from raytrain.paths import probe_writable
+    from raytrain.ray_session import cluster_address
+    from raytrain.rllib.translate import rllib_calls
+    from raytrain.runs import STAMP_PLACEHOLDER, experiment_dir
+
+    address = cluster_address(address, cluster)
+    folder = None
+    if resume is not None:
+        folder = RunFolder.open(resume)
+        source_name = str(file) if file is not None else str(folder.path / "config.yaml")
+        if file is None:
+            loaded = load_source(parse_yaml(folder.read_config_yaml(), source_name), overrides)
+        else:
+            loaded = load_config(file, overrides)
+        checkpoint = folder.latest_checkpoint(on_skip=notify)
+        if checkpoint is None:
+            raise UsageError(
+                f"{folder.path} has no complete checkpoint to resume from (checkpoints/checkpoint_<n>/ with a "
+                "readable raytrain_state.json); start a new run with `raytrain train CONFIG.yaml`"
+            )
+        problem = probe_writable(folder.path)
+        if problem:
+            raise UsageError(f"cannot resume in {folder.path}: {problem}")
+        where = str(folder.path)
+    else:
+        if file is None:
+            raise UsageError("give a config file (raytrain train CONFIG.yaml) or --resume RUN_DIR")
+        source_name = str(file)
+        loaded = load_config(file, overrides)
+        checkpoint = None
+        exp, source = loaded.config.experiment, loaded.source
+        base = experiment_dir(exp.storage_path, _name(loaded.config), source.where(("experiment", "name")))
+        problem = probe_writable(base)
+        if problem:
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        source.where(("experiment", "storage_path")),
+                        "experiment.storage_path",
+                        f"{problem}; run folders go to {base}/: choose a folder you can write to",
+                    )
+                ]
+            )
+        where = str(run_dir) if run_dir is not None else f"{base}/{STAMP_PLACEHOLDER}"
+    for line in loaded.notices + loaded.warnings:
+        notify(line)
+    cfg = loaded.config
+    calls = rllib_calls(cfg)
+    if not cfg.stop:
+        notify("warning: no stop criteria: training runs until Ctrl-C")
+
+    # RLlib's own checks, before Ray starts and before anything is written (importing RLlib takes seconds).
+    from raytrain.rllib.translate import build_ppo_config
+
+    try:
+        build_ppo_config(cfg).validate()
+    except Exception as exc:  # RLlib raises ValueError and friends
+        raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
+    return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir)
+
+
+def plan(prepared: PreparedTrain) -> str:
+    """What `raytrain train --dry-run` prints: the RLlib builder calls, the run folder, the checkpoint resumed."""
+    import yaml
+
+    lines = [
+        "# would train with these RLlib builder calls",
+        yaml.safe_dump(prepared.calls, sort_keys=False).rstrip(),
+        f"# run folder: {prepared.where}",
+    ]
+    if prepared.checkpoint:
+        lines.append(f"# resuming from: {prepared.checkpoint}")
+    return "\n".join(lines)
+
+
+def start(
+    prepared: PreparedTrain,
+    argv: list[str],
+    *,
+    on_iteration: Callable[[IterationReport], None] = _ignore,
+    on_line: Callable[[str], None] = _ignore,
+    on_note: Callable[[str], None] = _ignore,
+    on_connected: Callable[[], None] = _ignore,
+) -> TrainOutcome:
+    """Join Ray, build (and restore) the Algorithm, record the run folder, train until a stop criterion or Ctrl-C.
+
+    Args:
+        prepared: from `prepare`.
+        argv: the command line recorded in the run folder's command.txt.
+        on_iteration: told after each iteration.
+        on_line: told what the run is (its folder; what trains where).
+        on_note: told the lesser things (earlier config files kept, where Ray's messages go, checkpoints pruned).
+        on_connected: called once Ray is up and before the build: where a caller installs its signal handlers
+            (`ray.init` installs Ray's own SIGTERM handler).
+
+    Raises:
+        TrainError: the cluster cannot be joined, or cannot place the config's actors.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from raytrain.quiet import quiet_ray
+    from raytrain.ray_session import connect_ray
+    from raytrain.training import Trainer, all_in_main_process, check_resources, preload_for_build
+
+    cfg = prepared.cfg
+    messages = quiet_ray()  # Ray's own messages: into the run folder's ray.log (--verbose: to the terminal)
+    # What the Algorithm's build will import (seconds) is imported while Ray starts.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        preloaded = pool.submit(preload_for_build, cfg)
+        ray_where = connect_ray(prepared.address, workers_needed=not all_in_main_process(cfg))
+        preloaded.result()
+    check_resources(cfg)
+
+    on_connected()
+    trainer = Trainer(cfg, on_iteration=on_iteration, on_message=on_note)
+    try:
+        trainer.build(prepared.checkpoint)
+        # Built (and restored): now the run is recorded.
+        folder = _record(prepared, argv, on_note)
+        trainer.folder = folder
+        on_line(f"run folder: {folder.path}")
+        if messages is not None:
+            log = messages.log_to(folder.path)
+            on_note(f"Ray's own messages go to {log} (--verbose prints them here)")
+        on_line(
+            f"training PPO on {cfg.environment.env} ({ray_where})"
+            + (f", resuming from {prepared.checkpoint.name}" if prepared.checkpoint else "")
+        )
+        return trainer.run()
+    finally:
+        trainer.stop()
+        if messages is not None:
+            messages.close()
+
+
+def _name(cfg: RaytrainConfig) -> str:
+    """experiment.name, which validation always sets (its default is `ppo_<env>`)."""
+    assert cfg.experiment.name is not None
+    return cfg.experiment.name
+
+
+def _record(prepared: PreparedTrain, argv: list[str], on_note: Callable[[str], None]) -> RunFolder:
+    """Write the run's setup (config, RLlib calls, command line, versions); a resume keeps the earlier config files numbered."""
+    cfg, calls = prepared.cfg, prepared.calls
+    if prepared.resumed is not None:
+        n = prepared.resumed.record_resume(cfg.to_yaml_dict(), calls, argv)
+        on_note(f"earlier config kept as config.{n}.yaml, rllib_config.{n}.json")
+        return prepared.resumed
+    if prepared.run_dir is not None:
+        prepared.run_dir.mkdir(parents=True, exist_ok=True)  # made by the submission; the script and the job's log are in it
+        folder = RunFolder(prepared.run_dir)
+    else:
+        folder = RunFolder.create(cfg.experiment.storage_path, _name(cfg))
+    folder.write_setup(cfg.to_yaml_dict(), calls, argv)
+    return folder
