@@ -4,7 +4,9 @@ Both run on the namespaced hosts of tests/integration/hostlab.py (each host its 
 namespace and sshd). The floor: the head's `ray start --head`, then the workers' `ray start --address` over
 SSH in parallel, then `ray status` on the head until it lists three active nodes, exactly what a person
 would type (raytrain's own wait is not used for the floor). Alternates
-the two, --repeats times each, and prints medians and the ratio (goal <= 1.3), plus `down`.
+the two, --repeats times each, and prints medians and the ratio (goal <= 1.3), plus `down`, plus how long
+`cluster check` and `cluster up` take to fail on a worker address nobody answers (ssh ConnectTimeout 3 s; the
+integration test checks that they fail by that timeout, this times it: goal < 15 s on 2 busy CPUs).
 
 Usage (root, Linux): python scripts/bench_cluster.py [--repeats 3]
 """
@@ -20,9 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT))
 
-from hostlab import HostLab, can_create_namespaces  # noqa: E402
+from tests.integration.hostlab import HostLab, can_create_namespaces  # noqa: E402
 
 
 def main() -> None:
@@ -39,9 +41,7 @@ def main() -> None:
 
     print(f"# {' '.join(sys.argv)}")
     root = Path(tempfile.mkdtemp(prefix="bench_cluster_"))
-    lab = HostLab(root)
-    lab.up()
-    try:
+    with HostLab(root) as lab:
         ip = lab.ip
         path = root / "cluster.yaml"
         path.write_text(
@@ -92,12 +92,28 @@ def main() -> None:
             runner.run(cfg.head, plan.stop(cfg))
             return time.perf_counter() - t0
 
-        floor, ours, downs, downs_hand = [], [], [], []
+        ghost = root / "ghost.yaml"
+        ghost.write_text(
+            "name: benchghost\n"
+            f"head: {{host: {ip['head']}, name: head, port: 6333, num_cpus: 1, object_store_memory: 134217728, dashboard: {{enabled: false}}}}\n"
+            f"workers:\n  - {{host: {lab.net}.99, name: ghost, num_cpus: 1}}\n"
+            f"ssh: {{config_file: {lab.ssh_config}, connect_timeout: 3}}\npython: {sys.executable}\n"
+        )
+
+        def fails_on_ghost(command: str) -> float:
+            t0 = time.perf_counter()
+            p = subprocess.run([sys.executable, "-m", "raytrain", "cluster", command, str(ghost)], capture_output=True, text=True)
+            assert p.returncode == 1 and "exited 255" in p.stderr, p.stderr[-2000:]
+            return time.perf_counter() - t0
+
+        floor, ours, downs, downs_hand, ghost_check, ghost_up = [], [], [], [], [], []
         for _ in range(args.repeats):
             floor.append(by_hand())
             downs_hand.append(down_by_hand())
             ours.append(with_raytrain())
             downs.append(down_raytrain())
+            ghost_check.append(fails_on_ghost("check"))
+            ghost_up.append(fails_on_ghost("up"))
         m = statistics.median
         print()
         print(f"| figure (median of {args.repeats}) | seconds |")
@@ -107,9 +123,9 @@ def main() -> None:
         print(f"| ratio up / floor (goal <= 1.3) | {m(ours) / m(floor):.2f} |")
         print(f"| `ray stop` by hand (workers in parallel, then head) | {m(downs_hand):.1f} |")
         print(f"| `raytrain cluster down -y` | {m(downs):.1f} |")
+        print(f"| `raytrain cluster check`, a worker that never answers, fails after (ssh timeout 3 s; goal < 15) | {m(ghost_check):.1f} |")
+        print(f"| `raytrain cluster up`, the same worker, fails after (goal < 15) | {m(ghost_up):.1f} |")
         print(f"# runs: floor {[round(x, 1) for x in floor]}, up {[round(x, 1) for x in ours]}")
-    finally:
-        lab.down()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,17 @@ Mode: `ray.init()` starting a local cluster turns on Ray 2.60's token authentica
 (~/.ray/auth_token); tests in this folder run in that mode, like `raytrain train` without --address.
 """
 
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
 import pytest
+
+from .labkit import Lab
+
+LabT = TypeVar("LabT", bound=Lab)
+
+NO_HOSTS = "cannot create namespaced hosts on this machine"
+"""How a module skips when `hostlab.can_create_namespaces()` says why not."""
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +54,13 @@ def invoke(args):
         return CliRunner().invoke(app, args)
     finally:
         sys.argv = saved
+
+
+def lab_fixture(why_not: str | None, reason: str, make: Callable[[], LabT]) -> Iterator[LabT]:
+    """The body of a module-scoped lab fixture (`yield from lab_fixture(...)`): skip the module with
+    "`reason`: `why_not`" where the lab cannot run, else yield `make()` brought up, and take it down however
+    the module ends."""
+    if why_not:
+        pytest.skip(f"{reason}: {why_not}")
+    with make() as lab:
+        yield lab

@@ -13,6 +13,7 @@ delete the veth before `ip netns del`; never `ray stop` in the root namespace wh
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -22,6 +23,8 @@ import sys
 import time
 import uuid
 from pathlib import Path
+
+from .labkit import Lab, apt_install, cannot_create_netns, etc_hosts, network_down, network_up, reap, run, write_script
 
 HOSTINIT = """#!/bin/bash
 # PID 1 of one lab host (inside ip netns exec + unshare --pid --fork --mount-proc --uts).
@@ -52,35 +55,24 @@ def raytrain(*args, timeout=300) -> subprocess.CompletedProcess:
                           env=env, cwd=ROOT)
 
 
-def _run(argv, check=True, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
-
-
 def can_create_namespaces() -> str | None:
     """None if this machine can host a lab, else why not."""
     if os.geteuid() != 0:
         return "needs root (network, PID and mount namespaces)"
     if not shutil.which("ip") or not shutil.which("unshare") or not shutil.which("nsenter"):
         return "needs iproute2 and util-linux (ip, unshare, nsenter)"
-    name = f"rtp{uuid.uuid4().hex[:6]}"
-    probe = _run(["ip", "netns", "add", name], check=False)
-    if probe.returncode != 0:
-        return f"cannot create network namespaces: {probe.stderr.strip()}"
-    _run(["ip", "netns", "del", name], check=False)
-    return None
+    return cannot_create_netns("rtp")
 
 
 def ensure_sshd() -> None:
     """Install openssh-server if it is missing (Debian)."""
     if Path("/usr/sbin/sshd").exists() and shutil.which("ssh") and shutil.which("ssh-keygen"):
         return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    _run(["apt-get", "update", "-qq"], env=env, timeout=600)
-    _run(["apt-get", "install", "-y", "-qq", "openssh-server", "openssh-client"], env=env, timeout=900)
+    apt_install("openssh-server", "openssh-client")
 
 
-class HostLab:
-    """Hosts `names` on a private /24; `up()` then `down()` (always, even after a failure)."""
+class HostLab(Lab):
+    """Hosts `names` on a private /24; `up()` then `down()` (always, even after a failure), or `with`."""
 
     def __init__(self, root: Path, names=("head", "w1", "w2")):
         tag = uuid.uuid4().hex[:4]
@@ -104,7 +96,7 @@ class HostLab:
         (self.root / "hosts").mkdir(exist_ok=True)
         for key, comment in (("host_ed25519", "lab-host"), ("id_ed25519", "lab-client")):
             if not (ssh / key).exists():
-                _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / key), "-C", comment])
+                run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / key), "-C", comment])
         shutil.copy(ssh / "id_ed25519.pub", ssh / "authorized_keys")
         python_bin = str(Path(sys.executable).parent)
         (ssh / "sshd_config").write_text(
@@ -123,32 +115,8 @@ class HostLab:
             f"  IdentityFile {ssh / 'id_ed25519'}\n  IdentitiesOnly yes\n"
             f"  UserKnownHostsFile {ssh / 'known_hosts'}\n  LogLevel ERROR\n"
         )
-        (self.root / "etc_hosts").write_text(
-            "127.0.0.1 localhost\n" + "".join(f"{ip} {h}\n" for h, ip in self.ip.items())
-        )
-        init = self.root / "hostinit.sh"
-        init.write_text(HOSTINIT)
-        init.chmod(0o755)
-
-    # --- network -------------------------------------------------------------------------------
-    def _net_up(self) -> None:
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
-        _run(["ip", "addr", "add", f"{self.net}.1/24", "dev", self.bridge])
-        _run(["ip", "link", "set", self.bridge, "up"])
-        for h in self.names:
-            ns, veth = f"{self.prefix}{h}", f"v{self.prefix}{h}"[:15]
-            _run(["ip", "netns", "add", ns])
-            _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
-            _run(["ip", "link", "set", veth, "master", self.bridge, "up"])
-            _run(["ip", "-n", ns, "addr", "add", f"{self.ip[h]}/24", "dev", "eth0"])
-            _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
-            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-
-    def _net_down(self) -> None:
-        for h in self.names:
-            _run(["ip", "link", "del", f"v{self.prefix}{h}"[:15]], check=False)
-            _run(["ip", "netns", "del", f"{self.prefix}{h}"], check=False)
-        _run(["ip", "link", "del", self.bridge], check=False)
+        (self.root / "etc_hosts").write_text(etc_hosts(self.ip))
+        write_script(self.root / "hostinit.sh", HOSTINIT)
 
     # --- hosts -------------------------------------------------------------------------------------
     def _unshare_pid(self, h: str) -> int | None:
@@ -157,7 +125,7 @@ class HostLab:
 
     def _pid1(self, h: str) -> int:
         unshare = self._unshare_pid(h)
-        children = _run(["pgrep", "-P", str(unshare)], check=False).stdout.split()
+        children = run(["pgrep", "-P", str(unshare)], check=False).stdout.split()
         if not children:
             raise RuntimeError(f"host {h} is not running")
         return int(children[0])
@@ -176,7 +144,7 @@ class HostLab:
         self._procs[h] = proc
         deadline = time.time() + 20
         while time.time() < deadline:
-            probe = _run(["bash", "-c", f"exec 3<>/dev/tcp/{self.ip[h]}/22"], check=False, timeout=5)
+            probe = run(["bash", "-c", f"exec 3<>/dev/tcp/{self.ip[h]}/22"], check=False, timeout=5)
             if probe.returncode == 0:
                 return
             time.sleep(0.1)
@@ -194,11 +162,7 @@ class HostLab:
             pass
         proc = self._procs.pop(h, None)
         if proc is not None:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            reap(proc, 10)
         else:
             try:
                 os.kill(unshare, signal.SIGKILL)
@@ -208,30 +172,27 @@ class HostLab:
 
     def on(self, h: str, command: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """Run a shell command on host h's console (its namespaces), not over SSH."""
-        return _run(["nsenter", "-t", str(self._pid1(h)), "-n", "-p", "-m", "-u", "--", "bash", "-c", command],
+        return run(["nsenter", "-t", str(self._pid1(h)), "-n", "-p", "-m", "-u", "--", "bash", "-c", command],
                     check=False, timeout=timeout)
 
     def processes(self, h: str, pattern: str) -> list[str]:
         out = self.on(h, f"pgrep -a -f {pattern!r} || true").stdout
         return [line for line in out.splitlines() if "pgrep" not in line]
 
-    # --- lifecycle ---------------------------------------------------------------------------------
-    def up(self) -> HostLab:
+    # --- lifecycle (up: labkit.Lab) -----------------------------------------------------------------
+    def _prepare(self) -> None:
         ensure_sshd()
         self._files()
-        try:
-            self._net_up()
-            for h in self.names:
-                self.host_up(h)
-        except BaseException:
-            self.down()
-            raise
-        return self
+
+    def _start(self) -> None:
+        network_up(self.prefix, self.bridge, self.net, self.ip)
+        for h in self.names:
+            self.host_up(h)
 
     def down(self) -> None:
         for h in list(self.names):
             self.host_down(h)
-        self._net_down()
+        network_down(self.prefix, self.bridge, self.names)
 
 
 def running_site_dirs() -> list[str]:
@@ -244,6 +205,17 @@ def running_site_dirs() -> list[str]:
     if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
         dirs.append(site.getusersitepackages())
     return dirs
+
+
+def status_once_dead(cluster_file: Path, node: int, poll_s: float, timeout: float = 60) -> dict:
+    """`raytrain cluster status --json` of `cluster_file`, read every `poll_s` s until its node number `node`
+    shows dead or `timeout` s have passed: the last status read (the caller asserts on it)."""
+    deadline = time.time() + timeout
+    while True:
+        status = json.loads(raytrain("cluster", "status", str(cluster_file), "--json").stdout)
+        if status["nodes"][node]["state"] == "dead" or time.time() >= deadline:
+            return status
+        time.sleep(poll_s)
 
 
 def _see_running_env(venv: Path) -> None:
@@ -272,13 +244,13 @@ def venv_with_ray(version: str) -> Path:
     python = cache / "bin" / "python"
     if python.exists():
         _see_running_env(cache)
-    probe = _run([str(python), "-c", "import ray; print(ray.__version__)"], check=False) if python.exists() else None
+    probe = run([str(python), "-c", "import ray; print(ray.__version__)"], check=False) if python.exists() else None
     if probe is None or probe.stdout.strip() != version:
         shutil.rmtree(cache, ignore_errors=True)
         # `-m venv` builds from the base interpreter even when sys.executable is a venv's.
-        _run([sys.executable, "-m", "venv", str(cache)])
+        run([sys.executable, "-m", "venv", str(cache)])
         # Ray goes in before the .pth exists, so pip never sees (or touches) the running environment's Ray.
-        _run([str(python), "-m", "pip", "install", "-q", "--no-deps", f"ray=={version}"], timeout=900)
+        run([str(python), "-m", "pip", "install", "-q", "--no-deps", f"ray=={version}"], timeout=900)
         _see_running_env(cache)
     return cache
 
@@ -286,6 +258,6 @@ def venv_with_ray(version: str) -> Path:
 def plain_venv(path: Path) -> Path:
     """A virtualenv that sees the running environment's packages (so the same Ray and raytrain)."""
     if not (path / "bin" / "python").exists():
-        _run([sys.executable, "-m", "venv", "--without-pip", str(path)])
+        run([sys.executable, "-m", "venv", "--without-pip", str(path)])
     _see_running_env(path)
     return path

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from .hostlab import HostLab
+from .labkit import Lab, apt_install, attach, detach, reap, run, write_script
 
 HERE = Path(__file__).resolve().parent
 PACKAGES = ("nfs-ganesha", "nfs-ganesha-vfs", "rpcbind", "nfs-common", "libnfs13", "fuse3")
@@ -84,10 +85,6 @@ exit 32
 """
 
 
-def _run(argv, check=True, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
-
-
 def cannot_serve_nfs() -> str | None:
     """None if this machine can run the share (FUSE), else why not (namespaces are HostLab's question)."""
     if not os.path.exists("/dev/fuse"):
@@ -97,22 +94,20 @@ def cannot_serve_nfs() -> str | None:
 
 def ensure_packages() -> None:
     """Install the server, the client library and FUSE if missing (Debian), like hostlab installs sshd."""
-    missing = [p for p in PACKAGES if _run(["dpkg-query", "-W", "-f=${Status}", p], check=False).stdout != "install ok installed"]
+    missing = [p for p in PACKAGES if run(["dpkg-query", "-W", "-f=${Status}", p], check=False).stdout != "install ok installed"]
     if not missing:
         return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    _run(["apt-get", "update", "-qq"], env=env, timeout=600)
-    _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing], env=env, timeout=900)
+    apt_install(*missing, options=("--no-install-recommends",))
 
 
 def fuse_venv() -> Path:
     """A virtualenv with mfusepy for the FUSE client, cached across runs."""
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "raytrain-tests" / "venv-nfsfuse"
     python = cache / "bin" / "python"
-    if not python.exists() or _run([str(python), "-c", "import mfusepy"], check=False, env=_fuse_env()).returncode != 0:
+    if not python.exists() or run([str(python), "-c", "import mfusepy"], check=False, env=_fuse_env()).returncode != 0:
         shutil.rmtree(cache, ignore_errors=True)
-        _run([sys.executable, "-m", "venv", str(cache)])
-        _run([str(python), "-m", "pip", "install", "-q", "mfusepy"], timeout=600)
+        run([sys.executable, "-m", "venv", str(cache)])
+        run([str(python), "-m", "pip", "install", "-q", "mfusepy"], timeout=600)
     return cache
 
 
@@ -143,8 +138,8 @@ def _stop(pid_file: Path, timeout: float) -> None:
     pid_file.unlink(missing_ok=True)
 
 
-class NFSLab:
-    """The share of a HostLab that is up: `up()` then `down()` (always, even after a failure)."""
+class NFSLab(Lab):
+    """The share of a HostLab that is up: `up()` then `down()` (always, even after a failure), or `with`."""
 
     EXPORT = "/nfsroot"
 
@@ -202,24 +197,17 @@ EXPORT {{
 }}
 LOG {{ Default_Log_Level = EVENT; }}
 """)
-        init = self.state / "server_init.sh"
-        init.write_text(SERVER_INIT)
-        init.chmod(0o755)
-        self.helper.write_text(
+        write_script(self.state / "server_init.sh", SERVER_INIT)
+        write_script(
+            self.helper,
             MOUNT_HELPER.replace("@CLIENTS@", str(self.clients))
             .replace("@PYTHON@", f"env FUSE_LIBRARY_NAME=fuse3 {venv / 'bin' / 'python'}")
-            .replace("@NFSFUSE@", str(HERE / "nfsfuse.py"))
+            .replace("@NFSFUSE@", str(HERE / "nfsfuse.py")),
         )
-        self.helper.chmod(0o755)
 
     # --- server ------------------------------------------------------------------------------------
     def _server_up(self) -> None:
-        _run(["ip", "netns", "add", self.netns])
-        _run(["ip", "link", "add", self.veth, "type", "veth", "peer", "name", "eth0", "netns", self.netns])
-        _run(["ip", "link", "set", self.veth, "master", self.lab.bridge, "up"])
-        _run(["ip", "-n", self.netns, "addr", "add", f"{self.ip}/24", "dev", "eth0"])
-        _run(["ip", "-n", self.netns, "link", "set", "eth0", "up"])
-        _run(["ip", "-n", self.netns, "link", "set", "lo", "up"])
+        attach(self.netns, self.veth, self.lab.bridge, self.ip)
         log = open(self.state / "server.out", "w")
         self._server = subprocess.Popen(
             ["ip", "netns", "exec", self.netns, "unshare", "--mount", "--propagation", "private",
@@ -228,7 +216,7 @@ LOG {{ Default_Log_Level = EVENT; }}
         )
         deadline = time.time() + 30
         while time.time() < deadline:
-            if _run(["rpcinfo", "-T", "tcp", self.ip, "nfs", "3"], check=False, timeout=10).returncode == 0:
+            if run(["rpcinfo", "-T", "tcp", self.ip, "nfs", "3"], check=False, timeout=10).returncode == 0:
                 return
             if self._server.poll() is not None:
                 break
@@ -241,14 +229,9 @@ LOG {{ Default_Log_Level = EVENT; }}
         _stop(self.state / "ganesha.pid", 15)
         _stop(self.state / "rpcbind.pid", 5)
         if self._server is not None:
-            try:
-                self._server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._server.kill()
-                self._server.wait(timeout=10)
+            reap(self._server, 10)
             self._server = None
-        _run(["ip", "link", "del", self.veth], check=False)
-        _run(["ip", "netns", "del", self.netns], check=False)
+        detach(self.netns, self.veth)
 
     # --- clients -----------------------------------------------------------------------------------
     def install_client(self, h: str) -> None:
@@ -286,19 +269,15 @@ LOG {{ Default_Log_Level = EVENT; }}
                 pass
             pid_file.unlink(missing_ok=True)
 
-    # --- lifecycle ---------------------------------------------------------------------------------
-    def up(self) -> NFSLab:
+    # --- lifecycle (up: labkit.Lab) -----------------------------------------------------------------
+    def _prepare(self) -> None:
         ensure_packages()
-        venv = fuse_venv()
-        self._files(venv)
-        try:
-            self._server_up()
-            for h in self.lab.names:
-                self.install_client(h)
-        except BaseException:
-            self.down()
-            raise
-        return self
+        self._files(fuse_venv())
+
+    def _start(self) -> None:
+        self._server_up()
+        for h in self.lab.names:
+            self.install_client(h)
 
     def down(self) -> None:
         for h in self.lab.names:

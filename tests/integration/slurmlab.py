@@ -25,6 +25,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .labkit import Lab, cannot_create_netns, etc_hosts, network_down, network_up, reap, run, write_script
+
 NODEINIT = """#!/bin/bash
 # PID 1 of one Slurm node (nsenter --net + unshare --pid --fork --mount-proc --uts --mount).
 set -e
@@ -37,10 +39,6 @@ exec slurmd -D -N "$N" -f "$R/slurm.conf"
 """
 
 
-def _run(argv, check=True, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
-
-
 def cannot_run() -> str | None:
     """None when this machine can host the lab (installing Slurm if it is missing), else why not."""
     if os.geteuid() != 0:
@@ -50,18 +48,13 @@ def cannot_run() -> str | None:
             return f"needs {tool} (iproute2, util-linux)"
     if not (shutil.which("slurmctld") and shutil.which("slurmd") and shutil.which("sbatch") and shutil.which("munged")):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        res = _run(["apt-get", "install", "-y", "-qq", "slurm-wlm", "munge"], check=False, env=env, timeout=900)
+        res = run(["apt-get", "install", "-y", "-qq", "slurm-wlm", "munge"], check=False, env=env, timeout=900)
         if res.returncode != 0:
-            _run(["apt-get", "update", "-qq"], check=False, env=env, timeout=600)
-            res = _run(["apt-get", "install", "-y", "-qq", "slurm-wlm", "munge"], check=False, env=env, timeout=900)
+            run(["apt-get", "update", "-qq"], check=False, env=env, timeout=600)
+            res = run(["apt-get", "install", "-y", "-qq", "slurm-wlm", "munge"], check=False, env=env, timeout=900)
         if res.returncode != 0:
             return f"cannot install slurm-wlm and munge: {res.stderr.strip()[-300:]}"
-    name = f"rts{uuid.uuid4().hex[:6]}"
-    probe = _run(["ip", "netns", "add", name], check=False)
-    if probe.returncode != 0:
-        return f"cannot create network namespaces: {probe.stderr.strip()}"
-    _run(["ip", "netns", "del", name], check=False)
-    return None
+    return cannot_create_netns("rts")
 
 
 def _free_port() -> int:
@@ -72,11 +65,11 @@ def _free_port() -> int:
 
 
 def _munge_ok(sock: str) -> bool:
-    return _run(["bash", "-c", 'munge -n -S "$1" | unmunge -S "$1"', "-", sock], check=False, timeout=10).returncode == 0
+    return run(["bash", "-c", 'munge -n -S "$1" | unmunge -S "$1"', "-", sock], check=False, timeout=10).returncode == 0
 
 
-class SlurmLab:
-    """Nodes `names` with `cpus` CPUs each, one partition `debug`; `up()` then `down()` (always)."""
+class SlurmLab(Lab):
+    """Nodes `names` with `cpus` CPUs each, one partition `debug`; `up()` then `down()` (always), or `with`."""
 
     def __init__(self, root: Path, names=("n1", "n2", "n3"), cpus: int = 2):
         tag = uuid.uuid4().hex[:4]
@@ -115,31 +108,8 @@ class SlurmLab:
             f"SlurmctldLogFile={self.root / 'log' / 'slurmctld.log'}\nSlurmdLogFile={self.root / 'log'}/slurmd-%n.log\n"
             + nodes + "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
         )
-        (self.root / "etc_hosts").write_text("127.0.0.1 localhost\n" + "".join(f"{ip} {n}\n" for n, ip in self.ip.items()))
-        init = self.root / "nodeinit.sh"
-        init.write_text(NODEINIT)
-        init.chmod(0o755)
-
-    # --- network -------------------------------------------------------------------------------
-    def _net_up(self) -> None:
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
-        _run(["ip", "addr", "add", f"{self.net}.1/24", "dev", self.bridge])
-        _run(["ip", "link", "set", self.bridge, "up"])
-        for n in self.names:
-            ns, veth = f"{self.prefix}{n}", f"v{self.prefix}{n}"[:15]
-            _run(["ip", "netns", "add", ns])
-            _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
-            _run(["ip", "link", "set", veth, "master", self.bridge, "up"])
-            _run(["ip", "-n", ns, "addr", "add", f"{self.ip[n]}/24", "dev", "eth0"])
-            _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
-            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-            _run(["ip", "-n", ns, "route", "add", "default", "via", f"{self.net}.1"])
-
-    def _net_down(self) -> None:
-        for n in self.names:
-            _run(["ip", "link", "del", f"v{self.prefix}{n}"[:15]], check=False)
-            _run(["ip", "netns", "del", f"{self.prefix}{n}"], check=False)
-        _run(["ip", "link", "del", self.bridge], check=False)
+        (self.root / "etc_hosts").write_text(etc_hosts(self.ip))
+        write_script(self.root / "nodeinit.sh", NODEINIT)
 
     # --- daemons -------------------------------------------------------------------------------
     def _munge_up(self) -> None:
@@ -148,7 +118,7 @@ class SlurmLab:
             d.mkdir(mode=0o755, parents=True, exist_ok=True)
             shutil.chown(d, "munge", "munge")
         d = self.munge_dir
-        _run(["runuser", "-u", "munge", "--", "munged", f"--socket={self.munge_socket}", f"--pid-file={d / 'munged.pid'}",
+        run(["runuser", "-u", "munge", "--", "munged", f"--socket={self.munge_socket}", f"--pid-file={d / 'munged.pid'}",
               f"--log-file={d / 'munged.log'}", f"--seed-file={d / 'munged.seed'}"])
         pid_file = d / "munged.pid"
         deadline = time.time() + 10
@@ -174,7 +144,7 @@ class SlurmLab:
         proc = self._nodes.get(n)
         if proc is None:
             return None
-        children = _run(["pgrep", "-P", str(proc.pid)], check=False).stdout.split()
+        children = run(["pgrep", "-P", str(proc.pid)], check=False).stdout.split()
         return int(children[0]) if children else None
 
     def node_down(self, n: str) -> None:
@@ -182,21 +152,17 @@ class SlurmLab:
         proc = self._nodes.pop(n, None)
         if proc is None:
             return
-        pid = _run(["pgrep", "-P", str(proc.pid)], check=False).stdout.split()
+        pid = run(["pgrep", "-P", str(proc.pid)], check=False).stdout.split()
         for p in pid:
             try:
                 os.kill(int(p), signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+        reap(proc, 15)
 
     def on(self, n: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """A shell command in node n's namespaces (not through Slurm)."""
-        return _run(["nsenter", "-t", str(self.pid1(n)), "-n", "-p", "-m", "-u", "--", "bash", "-c", command],
+        return run(["nsenter", "-t", str(self.pid1(n)), "-n", "-p", "-m", "-u", "--", "bash", "-c", command],
                     check=False, timeout=timeout)
 
     def processes(self, n: str, pattern: str) -> list[str]:
@@ -213,7 +179,7 @@ class SlurmLab:
         return env
 
     def slurm(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
-        return _run(list(argv), check=False, timeout=timeout, env=self.env())
+        return run(list(argv), check=False, timeout=timeout, env=self.env())
 
     def raytrain(self, *args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True,
@@ -234,23 +200,20 @@ class SlurmLab:
         logs = "".join((self.root / "log" / f).read_text()[-1500:] for f in os.listdir(self.root / "log") if f.endswith(".log"))
         raise RuntimeError(f"Slurm nodes not idle after {timeout} s: {states}\n{logs}")
 
-    # --- lifecycle -----------------------------------------------------------------------------
-    def up(self) -> SlurmLab:
+    # --- lifecycle (up: labkit.Lab) -------------------------------------------------------------
+    def _prepare(self) -> None:
         self._files()
         self._saved_env = os.environ.get("SLURM_CONF")
-        try:
-            self._munge_up()
-            self._net_up()
-            log = open(self.root / "log" / "slurmctld.out", "w")
-            self._ctld = subprocess.Popen(["slurmctld", "-D", "-f", str(self.conf)], stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
-            for n in self.names:
-                self.node_up(n)
-            self.wait_idle()
-        except BaseException:
-            self.down()
-            raise
-        return self
+
+    def _start(self) -> None:
+        self._munge_up()
+        network_up(self.prefix, self.bridge, self.net, self.ip, route=True)
+        log = open(self.root / "log" / "slurmctld.out", "w")
+        self._ctld = subprocess.Popen(["slurmctld", "-D", "-f", str(self.conf)], stdout=log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+        for n in self.names:
+            self.node_up(n)
+        self.wait_idle()
 
     def down(self) -> None:
         if self._ctld is not None and self._ctld.poll() is None:
@@ -259,11 +222,7 @@ class SlurmLab:
             self.node_down(n)
         if self._ctld is not None:
             self._ctld.terminate()
-            try:
-                self._ctld.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self._ctld.kill()
-                self._ctld.wait(timeout=15)
+            reap(self._ctld, 15)
             self._ctld = None
         if self._munged_pid is not None:
             try:
@@ -276,4 +235,4 @@ class SlurmLab:
                 pass
             self._munged_pid = None
         shutil.rmtree(self.munge_dir, ignore_errors=True)
-        self._net_down()
+        network_down(self.prefix, self.bridge, self.names)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from .hostlab import CLEAN_ENV, HostLab, can_create_namespaces, plain_venv, raytrain, venv_with_ray
+from .conftest import NO_HOSTS, lab_fixture
+from .hostlab import CLEAN_ENV, HostLab, can_create_namespaces, plain_venv, raytrain, status_once_dead, venv_with_ray
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
 
@@ -22,14 +23,7 @@ WHY_NOT = can_create_namespaces()
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if WHY_NOT:
-        pytest.skip(f"cannot create namespaced hosts on this machine: {WHY_NOT}")
-    lab = HostLab(tmp_path_factory.mktemp("hostlab"))
-    lab.up()
-    try:
-        yield lab
-    finally:
-        lab.down()
+    yield from lab_fixture(WHY_NOT, NO_HOSTS, lambda: HostLab(tmp_path_factory.mktemp("hostlab")))
 
 
 def cluster_file(lab: HostLab, tmp_path: Path, name: str, **extra) -> Path:
@@ -62,6 +56,18 @@ RAY_PROCESSES = "raylet|gcs_server|ray/dashboard/|log_monitor|autoscaler/_privat
 
 def ray_processes(lab: HostLab) -> dict[str, list[str]]:
     return {h: lab.processes(h, RAY_PROCESSES) for h in lab.names}
+
+
+def check_and_up_refuse(lab: HostLab, path: Path, *reasons: str) -> None:
+    """`cluster check` exits 1 naming every one of `reasons`; `cluster up` exits 1 having started nothing, on
+    any host."""
+    check = raytrain("cluster", "check", str(path))
+    assert check.returncode == 1
+    for reason in reasons:
+        assert reason in check.stderr, check.stderr[-2000:]
+    up = raytrain("cluster", "up", str(path))
+    assert up.returncode == 1 and "nothing was started" in up.stderr
+    assert ray_processes(lab) == {h: [] for h in lab.names}
 
 
 def test_up_status_train_down(lab, tmp_path):
@@ -125,12 +131,7 @@ def test_up_status_train_down(lab, tmp_path):
 
         # A worker host loses power: status shows it dead; `up` again brings it back.
         lab.host_down("w1")
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            st = json.loads(raytrain("cluster", "status", str(path), "--json").stdout)
-            if st["nodes"][1]["state"] == "dead":
-                break
-            time.sleep(2)
+        st = status_once_dead(path, 1, poll_s=2)
         assert st["nodes"][1]["state"] == "dead"
         lab.host_up("w1")
         back = raytrain("cluster", "up", str(path))
@@ -154,29 +155,20 @@ def test_storage_not_shared_fails_check_naming_the_node(lab, tmp_path):
     private.mkdir(exist_ok=True)
     assert lab.on("w2", f"mount --bind {private} {shared}").returncode == 0
     try:
-        path = cluster_file(lab, tmp_path, "labnfs")
-        check = raytrain("cluster", "check", str(path))
-        assert check.returncode == 1
-        assert "is not the same shared directory on w2" in check.stderr
-        up = raytrain("cluster", "up", str(path))
-        assert up.returncode == 1 and "nothing was started" in up.stderr
-        assert ray_processes(lab) == {h: [] for h in lab.names}
+        check_and_up_refuse(lab, cluster_file(lab, tmp_path, "labnfs"), "is not the same shared directory on w2")
     finally:
         lab.on("w2", f"umount {shared}")
 
 
-def test_unreachable_host_fails_within_the_connect_timeout(lab, tmp_path):
+def test_unreachable_host_fails_on_the_ssh_connect_timeout(lab, tmp_path):
     workers = f"  - {{host: {lab.net}.99, name: ghost, num_cpus: 1}}\n"
     path = cluster_file(lab, tmp_path, "labghost", workers=workers, connect_timeout=3)
     for command in ("check", "up"):
-        t0 = time.time()
         result = raytrain("cluster", command, str(path))
-        elapsed = time.time() - t0
-        # SSH gave up after its 3 s ConnectTimeout (exit 255), not raytrain's own longer timeout (124). The
-        # rest of the bound is this CLI's start-up and the other nodes' probes, on 2 busy CPUs.
+        # SSH gave up after its 3 s ConnectTimeout (exit 255), not raytrain's own longer timeout (124).
+        # How long that takes is a figure of scripts/bench_cluster.py.
         assert result.returncode == 1
         assert "ghost" in result.stderr and "ssh" in result.stderr and "exited 255" in result.stderr
-        assert elapsed < 3 + 12, f"{command} took {elapsed:.1f} s"
     assert "nothing was started" in result.stderr
     assert ray_processes(lab) == {h: [] for h in lab.names}
 
@@ -222,14 +214,10 @@ def test_worker_with_another_ray_fails_check_and_up_naming_it(lab, tmp_path):
     venv = plain_venv(lab.root / "venv")
     assert lab.on("w2", f"mount --bind {other} {venv}").returncode == 0
     try:
-        path = cluster_file(lab, tmp_path, "labver", python_line=f"venv: {venv}")
-        check = raytrain("cluster", "check", str(path))
-        assert check.returncode == 1
-        assert "versions differ between nodes (w2)" in check.stderr
-        assert "w2: Python" in check.stderr and "Ray 2.59.0" in check.stderr and "install ray==2.60" in check.stderr
-        up = raytrain("cluster", "up", str(path))
-        assert up.returncode == 1 and "nothing was started" in up.stderr
-        assert ray_processes(lab) == {h: [] for h in lab.names}
+        check_and_up_refuse(
+            lab, cluster_file(lab, tmp_path, "labver", python_line=f"venv: {venv}"),
+            "versions differ between nodes (w2)", "w2: Python", "Ray 2.59.0", "install ray==2.60",
+        )
     finally:
         lab.on("w2", f"umount {venv}")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import tiny_base
+from .conftest import NO_HOSTS, tiny_base
 from .hostlab import HostLab, can_create_namespaces, raytrain
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost, pytest.mark.timeout(1800)]
@@ -90,19 +90,15 @@ def artifacts(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     if WHY_NOT:
-        pytest.skip(f"cannot create namespaced hosts on this machine: {WHY_NOT}")
+        pytest.skip(f"{NO_HOSTS}: {WHY_NOT}")
     why = cannot_install_browser()  # before the lab, so a machine that cannot have a browser skips at once
     if why:
         pytest.skip(f"no headless browser can be installed here: {why}")
     failed = install_browser()
     if failed:
         pytest.fail(f"could not install the headless browser: {failed}")
-    lab = HostLab(tmp_path_factory.mktemp("dashlab"), names=("head", "w1"))
-    lab.up()
-    try:
+    with HostLab(tmp_path_factory.mktemp("dashlab"), names=("head", "w1")) as lab:
         yield lab
-    finally:
-        lab.down()
 
 
 @pytest.fixture(scope="module")

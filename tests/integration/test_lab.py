@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import tiny_base
-from .hostlab import CLEAN_ENV, HostLab, can_create_namespaces, raytrain
+from .conftest import NO_HOSTS, lab_fixture, tiny_base
+from .hostlab import CLEAN_ENV, HostLab, can_create_namespaces, raytrain, status_once_dead
 from .nfslab import NFSLab, cannot_serve_nfs
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
@@ -36,23 +36,13 @@ def rows(trial_dir: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if WHY_NOT:
-        pytest.skip(f"cannot create namespaced hosts on this machine: {WHY_NOT}")
-    lab = HostLab(tmp_path_factory.mktemp("lablab"))
-    lab.up()
-    try:
-        yield lab
-    finally:
-        lab.down()
+    yield from lab_fixture(WHY_NOT, NO_HOSTS, lambda: HostLab(tmp_path_factory.mktemp("lablab")))
 
 
 @pytest.fixture(scope="module")
 def nfs(lab):
-    share = NFSLab(lab).up()
-    try:
+    with NFSLab(lab) as share:
         yield share
-    finally:
-        share.down()
 
 
 def on_hosts(lab: HostLab) -> Path:
@@ -180,12 +170,7 @@ def test_a_worker_host_powered_off_mid_sweep(lab, nfs, cluster, tmp_path):
             time.sleep(0.5)
         assert on_w2 is not None, "no trial ran on w2"
         lab.host_down("w2")
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            st = json.loads(raytrain("cluster", "status", str(cluster), "--json").stdout)
-            if st["nodes"][2]["state"] == "dead":
-                break
-            time.sleep(1)
+        st = status_once_dead(cluster, 2, poll_s=1)
         assert [n["state"] for n in st["nodes"]] == ["alive", "alive", "dead"]
         out, errs = driver.communicate(timeout=600)
         assert driver.returncode == 0, out[-3000:] + errs[-3000:]

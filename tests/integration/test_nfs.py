@@ -24,16 +24,8 @@ OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
 def labs(tmp_path_factory):
     if WHY_NOT:
         pytest.skip(f"cannot create namespaced hosts with an NFS share on this machine: {WHY_NOT}")
-    lab = HostLab(tmp_path_factory.mktemp("nfslab"))
-    lab.up()
-    nfs = None
-    try:
-        nfs = NFSLab(lab).up()
+    with HostLab(tmp_path_factory.mktemp("nfslab")) as lab, NFSLab(lab) as nfs:
         yield lab, nfs
-    finally:
-        if nfs is not None:
-            nfs.down()
-        lab.down()
 
 
 def cluster_file(lab: HostLab, tmp_path: Path, name: str, storage: str) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import tiny_base
+from .conftest import lab_fixture, tiny_base
 from .slurmlab import SlurmLab, cannot_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
@@ -20,15 +20,7 @@ VENV = Path(os.environ.get("VIRTUAL_ENV") or Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    why = cannot_run()
-    if why:
-        pytest.skip(f"no Slurm lab: {why}")
-    lab = SlurmLab(tmp_path_factory.mktemp("slurmlab"))
-    lab.up()
-    try:
-        yield lab
-    finally:
-        lab.down()
+    yield from lab_fixture(cannot_run(), "no Slurm lab", lambda: SlurmLab(tmp_path_factory.mktemp("slurmlab")))
 
 
 @pytest.fixture

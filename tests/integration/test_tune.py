@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
+from typer.testing import Result
 
 from .conftest import invoke, tiny_base
 
@@ -18,6 +20,8 @@ pytestmark = pytest.mark.integration
 
 def rows(trial_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines() if line.strip()]
+
+
 
 
 @pytest.fixture
@@ -33,17 +37,27 @@ def workdir(tmp_path):
     return write
 
 
-def test_pbt_exploit_trains_with_the_new_lr(ray_session, workdir, tmp_path):
-    path = workdir(
+@pytest.fixture
+def tuned(workdir):
+    """`raytrain tune` of a sweep written by `workdir`, which must succeed: its result and experiment folder."""
+
+    def run(sweep: str, stop: int) -> tuple[Result, Path]:
+        path = workdir(sweep, stop)
+        result = invoke(["tune", str(path)])
+        assert result.exit_code == 0, result.output
+        return result, path.parent / "results" / yaml.safe_load(sweep)["name"]
+
+    return run
+
+
+def test_pbt_exploit_trains_with_the_new_lr(ray_session, tuned, tmp_path):
+    result, exp = tuned(
         "name: pbt\nsearch: {algorithm: pbt, seed: 0}\n"
         "space: {training.lr: {distribution: grid, values: [0.00001, 0.01]}}\n"
         "pbt:\n  perturbation_interval: 2\n  quantile_fraction: 0.5\n  resample_probability: 1.0\n"
         "  hyperparam_mutations: {training.lr: {distribution: choice, values: [0.0002, 0.0003, 0.0004, 0.0005]}}\n",
         stop=8,
     )
-    result = invoke(["tune", str(path)])
-    assert result.exit_code == 0, result.output
-    exp = tmp_path / "results" / "pbt"
     policies = list(exp.glob("pbt_policy_*.txt"))
     assert policies, "no PBT exploit happened"
     exploited = policies[0].name.removeprefix("pbt_policy_").removesuffix(".txt")
@@ -89,13 +103,13 @@ def test_pbt_exploit_trains_with_the_new_lr(ray_session, workdir, tmp_path):
     assert data["best"]["metric_last"] is not None and data["best"]["checkpoint"]
 
 
-def test_optuna_with_asha_pruning(ray_session, workdir, tmp_path):
+def test_optuna_with_asha_pruning(ray_session, tuned):
     """ASHA stops the weaker trial at its first rung; Optuna's study records both trials.
 
     Ranked on env steps sampled, with the train batch as the hyperparameter, so which trial is weaker is
     known: the first trial (batch 400) runs to max_t, the second (batch 200) is below the rung's cutoff.
     """
-    path = workdir(
+    _, exp = tuned(
         "name: opt\nsearch: {algorithm: optuna, num_samples: 2, max_concurrent_trials: 1, seed: 0,"
         " metric: num_env_steps_sampled_lifetime, mode: max}\n"
         "space: {training.train_batch_size: {distribution: choice, values: [200, 400]}}\n"
@@ -103,9 +117,6 @@ def test_optuna_with_asha_pruning(ray_session, workdir, tmp_path):
         "asha: {max_t: 3, grace_period: 1, reduction_factor: 2}\n",
         stop=3,
     )
-    result = invoke(["tune", str(path)])
-    assert result.exit_code == 0, result.output
-    exp = tmp_path / "results" / "opt"
     import optuna
 
     study = optuna.load_study(study_name="opt", storage=f"sqlite:///{exp / 'optuna.db'}")
@@ -195,15 +206,13 @@ def test_a_second_run_never_touches_the_first_experiment(ray_session, workdir, t
     assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
 
 
-def test_reuse_actors_rebuilds_the_algorithm_in_place(ray_session, workdir, tmp_path):
-    path = workdir(
+def test_reuse_actors_rebuilds_the_algorithm_in_place(ray_session, tuned):
+    _, exp = tuned(
         "name: reuse\nsearch: {algorithm: random, num_samples: 3, max_concurrent_trials: 1, seed: 0}\n"
         "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\nreuse_actors: true\n",
         stop=2,
     )
-    result = invoke(["tune", str(path)])
-    assert result.exit_code == 0, result.output
-    trials = [rows(p.parent) for p in sorted((tmp_path / "results" / "reuse").glob("*/result.json"))]
+    trials = [rows(p.parent) for p in sorted(exp.glob("*/result.json"))]
     assert len(trials) == 3
     pids = [t[0]["pid"] for t in trials]
     assert len(set(pids)) < 3, "no actor was reused"
@@ -215,7 +224,10 @@ def test_reuse_actors_rebuilds_the_algorithm_in_place(ray_session, workdir, tmp_
         assert t[0]["num_env_steps_sampled_lifetime"] <= 210
 
 
-def test_shared_storage_check_reads_the_marker_on_every_node(ray_session, tmp_path):
+def test_shared_storage_check_on_one_node_reads_the_marker_there_and_removes_it(ray_session, tmp_path):
+    """On the session's one-node Ray: the check reads its marker in a task on that node, answers for it, and
+    leaves no marker behind. Several nodes, one not sharing the folder: test_cluster.py's
+    test_tune_refuses_storage_that_a_node_does_not_share."""
     from raytrain.tune.storage import check_shared_storage
 
     checked = check_shared_storage(str(tmp_path / "shared"))
@@ -223,15 +235,12 @@ def test_shared_storage_check_reads_the_marker_on_every_node(ray_session, tmp_pa
     assert not list((tmp_path / "shared").iterdir()), "the marker must be removed"
 
 
-def test_pb2_sweep_explores_within_bounds(ray_session, workdir, tmp_path):
-    path = workdir(
+def test_pb2_sweep_explores_within_bounds(ray_session, tuned):
+    _, exp = tuned(
         "name: pb2\nsearch: {algorithm: pb2, num_samples: 2, seed: 0}\n"
         "pb2: {perturbation_interval: 2, quantile_fraction: 0.5, hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n",
         stop=6,
     )
-    result = invoke(["tune", str(path)])
-    assert result.exit_code == 0, result.output
-    exp = tmp_path / "results" / "pb2"
     for result_json in exp.glob("*/result.json"):
         trial_rows = rows(result_json.parent)
         assert trial_rows[-1]["training_iteration"] == 6
