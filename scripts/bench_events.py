@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +36,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 # -- mains run by the nodes (this file travels to them by value) -------------------------------------
-def latency_main(samples: int):
+def latency_main(samples: int) -> list[float] | None:
     """Node 0 emits `samples` timestamped events one at a time; node 1's handler records the delay."""
     import threading
 
@@ -63,7 +64,7 @@ def latency_main(samples: int):
         return None
 
 
-def burst_main(n: int):
+def burst_main(n: int) -> dict[str, Any]:
     """Node 0 emits n small events as fast as it can; node 1 counts them and notes the last arrival."""
     import threading
 
@@ -92,7 +93,7 @@ def burst_main(n: int):
         return {"first": first, "emitted": emitted}
 
 
-def broadcast_main(repeats: int, mbytes: int):
+def broadcast_main(repeats: int, mbytes: int) -> list[float]:
     """Node 0 emits a state_dict of `mbytes` MB `repeats` times; every receiver notes when its handler ran."""
     import threading
 
@@ -107,7 +108,7 @@ def broadcast_main(repeats: int, mbytes: int):
             arrived: list[float] = []
             done = threading.Event()
 
-            def on_model(state_dict, version: int = 0) -> None:
+            def on_model(state_dict: dict[str, Any], version: int = 0) -> None:
                 assert state_dict["w"].numel() * 4 == mbytes * 2**20
                 arrived.append(time.perf_counter())
                 task.emit("ack", me, version, only_remote=True)
@@ -187,7 +188,7 @@ def main() -> None:
     # 1. latency, beside a bare actor round trip
     @ray.remote(num_cpus=0)
     class Echo:
-        def ping(self, x=None):
+        def ping(self, x: Any = None) -> Any:
             return x
 
     echo = Echo.remote()
@@ -217,7 +218,7 @@ def main() -> None:
     # 3. a 10 MB state_dict to 4 nodes, against ray.put + 4 ray.get
     @ray.remote(num_cpus=0)
     class Getter:
-        def get(self, refs):
+        def get(self, refs: list[Any]) -> float:
             value = ray.get(refs[0])
             assert value["w"].numel() > 0
             return time.perf_counter()

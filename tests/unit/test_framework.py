@@ -17,6 +17,8 @@ from raytrain.errors import FrameworkError
 from raytrain.framework import Context, OfflineRLContext, OnlineRLContext, StepTimer, Task
 from raytrain.framework.events import EventBus
 from raytrain.framework.parallel import decode, encode, receivers
+from raytrain.framework.payload import FINISH, Message, MessageKind
+from raytrain.framework.router import Router
 
 from .framework_fixtures import no_ray_runtime, started_task  # noqa: F401 - fixtures `_no_ray_runtime`, `t`
 
@@ -1249,7 +1251,7 @@ def test_backlog_is_bounded():
     assert got == [2, 3, 4]
 
 
-# -- pure helpers of parallel.py (no Ray) -----------------------------------------------------------
+# -- the router and the payload, without Ray or threads (router.py, payload.py) --------------------------
 @pytest.mark.parametrize(
     "topology,node_ids,node_id,expected",
     [
@@ -1295,3 +1297,55 @@ def test_encode_unpicklable_argument_names_event_and_type():
     assert "keyword 'lock'" in message
     assert "lock" in type(threading.Lock()).__qualname__ and type(threading.Lock()).__qualname__ in message
     assert "only_local=True" in message
+
+
+def test_a_message_pickles_to_itself_and_carries_its_arguments():
+    message = Message.pack(MessageKind.EVENT, "weights", (1, "x"), {"version": 3})
+    again = pickle.loads(pickle.dumps(message))
+    assert again == message and again.kind is MessageKind.EVENT and again.name == "weights"
+    assert again.unpack() == ((1, "x"), {"version": 3})
+    assert pickle.loads(pickle.dumps(FINISH)) == FINISH
+
+
+def test_unpicklable_topic_names_it_as_a_topic():
+    with pytest.raises(FrameworkError, match="cannot send topic 'state'"):
+        Message.pack(MessageKind.TOPIC, "state", (threading.Lock(),), {})
+
+
+def test_router_hands_events_that_came_before_the_task_started_to_it_in_order():
+    router = Router()
+    router.activate("run", 1, [0, 1], "mesh", [])
+    router.receive(Message.pack(MessageKind.EVENT, "ping", (1,), {}))
+    router.receive(Message.pack(MessageKind.EVENT, "ping", (2,), {"late": True}))
+    task = Task(router=router)
+    got = []
+    task.start()
+    task.on("ping", lambda n, late=False: got.append((n, late)))
+    router.receive(Message.pack(MessageKind.EVENT, "ping", (3,), {}))
+    assert got == [(1, False), (2, True), (3, False)]
+    task.stop(broadcast=False)
+
+
+def test_router_keeps_raw_topics_apart_from_task_events():
+    router = Router()
+    router.activate("run", 1, [0, 1], "mesh", [])
+    task = Task(router=router).start()
+    events, topics = [], []
+    task.on("x", events.append)
+    router.on("x", topics.append)
+    router.receive(Message.pack(MessageKind.TOPIC, "x", ("topic",), {}))
+    router.receive(Message.pack(MessageKind.EVENT, "x", ("event",), {}))
+    assert (events, topics) == (["event"], ["topic"])
+    task.stop(broadcast=False)
+
+
+def test_a_finish_from_another_node_ends_the_run_after_the_step_even_before_the_task_started():
+    router = Router()
+    router.activate("run", 1, [0, 1], "mesh", [])
+    router.receive(FINISH)
+    task = Task(router=router).start()
+    steps = []
+    task.use(lambda ctx: steps.append(ctx.total_step))
+    task.run(max_step=10)
+    assert steps == [0] and task.finish is True
+    task.stop(broadcast=False)
