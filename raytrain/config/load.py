@@ -8,8 +8,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from raytrain.config import aliases
 from raytrain.config.schema import SECTIONS, RaytrainConfig, section_keys
@@ -39,7 +40,7 @@ def _old_names_for(section: str) -> list[str]:
     return [old for old, (sec, _, _) in aliases.KEY_ALIASES.items() if sec == section]
 
 
-def _lookup(data, path: list[str]):
+def _lookup(data: Any, path: list[str]) -> Any:
     for part in path:
         if isinstance(data, dict):
             data = data.get(part)
@@ -56,11 +57,9 @@ _MEMBERS = ("int", "bool", "constrained-float", "constrained-int")
 _NUMBER = ("float", "constrained-float")
 
 
-def _model_at(model: type, loc: list[str]) -> type | None:
+def _model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
     """The pydantic model class reached by walking `loc` through nested fields (None if not a model)."""
     import typing
-
-    from pydantic import BaseModel
 
     for part in loc:
         if part.isdigit():  # an index into a list of models: stay on the element model
@@ -70,15 +69,16 @@ def _model_at(model: type, loc: list[str]) -> type | None:
         if field is None:
             return None
         candidates = [field.annotation, *typing.get_args(field.annotation)]
-        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
-        if model is None:
+        inner = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if inner is None:
             return None
+        model = inner
     return model
 
 
-def pydantic_issues(exc: ValidationError, source: Source, model: type = RaytrainConfig) -> list[ConfigIssue]:
+def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel] = RaytrainConfig) -> list[ConfigIssue]:
     """Turn a pydantic ValidationError into ConfigIssues with file:line and a hint."""
-    issues = []
+    issues: list[tuple[ConfigIssue, str | None]] = []
     for err in exc.errors():
         raw_loc = [str(p) for p in err["loc"]]
         # A `number | schedule` field reports a failure for each member of the union: keep the
@@ -135,14 +135,17 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type = Raytrain
         issues.append((ConfigIssue(where, path, msg), None))
     # A float|schedule union reports one error per member; keep the most specific per path.
     seen: dict[tuple[str, str], ConfigIssue] = {}
-    for issue, got in issues:
-        if got is None:
+    for issue, input_text in issues:
+        if input_text is None:
             seen.setdefault((issue.path, issue.message), issue)
         elif (issue.path, "") in seen:
             first = seen[(issue.path, "")]
-            first.message = f"{first.message.removesuffix(got)} or {issue.message.removeprefix('Input should be ')}{got}"
+            first.message = (
+                f"{first.message.removesuffix(input_text)} or "
+                f"{issue.message.removeprefix('Input should be ')}{input_text}"
+            )
         else:
-            seen[(issue.path, "")] = ConfigIssue(issue.where, issue.path, issue.message + got)
+            seen[(issue.path, "")] = ConfigIssue(issue.where, issue.path, issue.message + input_text)
     return list(seen.values())
 
 
@@ -220,13 +223,14 @@ def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue
             )
         )
     elif t.minibatch_size and t.train_batch_size and t.train_batch_size % t.minibatch_size:
-        n = t.train_batch_size // t.minibatch_size
+        minibatch = t.minibatch_size
+        n = t.train_batch_size // minibatch
         divisors = [d for d in range(1, t.train_batch_size + 1) if t.train_batch_size % d == 0]
-        nearest = min(divisors, key=lambda d: abs(d - t.minibatch_size))
+        nearest = min(divisors, key=lambda d: abs(d - minibatch))
         warn(
             ("training", "minibatch_size"),
             f"{t.minibatch_size} does not divide train_batch_size {t.train_batch_size} "
-            f"({t.train_batch_size} = {n} x {t.minibatch_size} + {t.train_batch_size - n * t.minibatch_size}): "
+            f"({t.train_batch_size} = {n} x {t.minibatch_size} + {t.train_batch_size - n * minibatch}): "
             "the minibatches do not tile the batch, so some samples weigh more than others in an epoch; "
             f"use a divisor such as {nearest}",
         )
