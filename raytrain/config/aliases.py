@@ -2,9 +2,9 @@
 
 Most are old names (from configs and docs written for the old API stack): RLlib's new API stack
 renamed many settings, and when they are passed as a dict some old names are silently ignored. A few
-are RLlib's current names that raytrain shortens or writes as in YAML (RLLIB_SPELLINGS). raytrain
-accepts each, moves its value to its raytrain key and prints one notice naming that key, so nothing a
-user wrote is dropped.
+are RLlib's current names that raytrain shortens or writes as in YAML (RLLIB_SPELLINGS, read from the
+schema's field metadata). raytrain accepts each, moves its value to its raytrain key and prints one
+notice naming that key, so nothing a user wrote is dropped.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from raytrain.config.schema import rllib_fields
 from raytrain.config.source import Source
 from raytrain.errors import ConfigError, ConfigIssue
 
@@ -21,8 +22,11 @@ def _piecewise(value: Any) -> Any:
     return {"schedule": "piecewise", "points": value} if isinstance(value, list) else value
 
 
-# RLlib key -> (section, raytrain key, value converter)
-KEY_ALIASES: dict[str, tuple[str, str, Callable[[Any], Any] | None]] = {
+Alias = tuple[str, str, Callable[[Any], Any] | None]
+"""(section, raytrain key, value converter)."""
+
+# RLlib's former names -> where their values go now.
+OLD_NAMES: dict[str, Alias] = {
     "num_rollout_workers": ("env_runners", "num_env_runners", None),
     "num_workers": ("env_runners", "num_env_runners", None),
     "num_envs_per_worker": ("env_runners", "num_envs_per_env_runner", None),
@@ -34,8 +38,6 @@ KEY_ALIASES: dict[str, tuple[str, str, Callable[[Any], Any] | None]] = {
     "shuffle_sequences": ("training", "shuffle_batch_per_epoch", None),
     "lr_schedule": ("training", "lr", _piecewise),
     "entropy_coeff_schedule": ("training", "entropy_coeff", _piecewise),
-    "lambda_": ("training", "lambda", None),
-    "train_batch_size_per_learner": ("training", "train_batch_size", None),
     "num_learner_workers": ("learners", "num_learners", None),
     "num_cpus_per_learner_worker": ("learners", "num_cpus_per_learner", None),
     "num_gpus_per_learner_worker": ("learners", "num_gpus_per_learner", None),
@@ -44,8 +46,12 @@ KEY_ALIASES: dict[str, tuple[str, str, Callable[[Any], Any] | None]] = {
     "evaluation_num_workers": ("evaluation", "evaluation_num_env_runners", None),
 }
 
-# Keys of KEY_ALIASES that are RLlib's *current* names (attributes of today's PPOConfig), not old ones.
-RLLIB_SPELLINGS = frozenset({"train_batch_size_per_learner", "lambda_"})
+# RLlib's *current* names (attributes of today's PPOConfig) of the fields raytrain spells differently:
+# `lambda_` (raytrain writes `lambda`, as RLlib's dict configs do), `train_batch_size_per_learner`.
+RLLIB_SPELLINGS: dict[str, Alias] = {f.keyword: (f.section, f.key, None) for f in rllib_fields() if f.renamed_only}
+
+# RLlib key -> (section, raytrain key, value converter)
+KEY_ALIASES: dict[str, Alias] = {**OLD_NAMES, **RLLIB_SPELLINGS}
 
 SECTION_ALIASES = {"rollouts": "env_runners"}
 

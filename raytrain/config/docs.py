@@ -4,36 +4,45 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, Union
 
-from raytrain.config.schema import SECTIONS, RaytrainConfig
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from raytrain.config.schema import SECTIONS, RaytrainConfig, rllib_fields
 
 
 def json_schema(kind: str = "train") -> dict[str, Any]:
     """The JSON Schema of a train, sweep, cluster or Slurm file."""
+    model: type[BaseModel] = RaytrainConfig
     if kind == "sweep":
-        from raytrain.config.sweep import SweepConfig as model
+        from raytrain.config.sweep import SweepConfig
+
+        model = SweepConfig
     elif kind == "cluster":
-        from raytrain.config.cluster import ClusterConfig as model
+        from raytrain.config.cluster import ClusterConfig
+
+        model = ClusterConfig
     elif kind == "slurm":
-        from raytrain.config.slurm import SlurmConfig as model
-    else:
-        model = RaytrainConfig
+        from raytrain.config.slurm import SlurmConfig
+
+        model = SlurmConfig
     schema = model.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = f"raytrain {kind} config"
     return schema
 
 
-def bounds(metadata: list) -> str:
+def bounds(metadata: list[Any]) -> str:
     """The numeric bounds among pydantic constraints, as text: `> 0`, `>= 1`, `0 to 1`, `> 0, <= 1`."""
-    found = {}
+    limits = {}
     for entry in metadata:
         for item in getattr(entry, "metadata", None) or [entry]:  # a FieldInfo carries its constraints
             for name in ("gt", "ge", "lt", "le"):
                 if getattr(item, name, None) is not None:
-                    found[name] = getattr(item, name)
-    found = {name: str(value) if isinstance(value, int) else f"{value:g}" for name, value in found.items()}
+                    limits[name] = getattr(item, name)
+    found = {name: str(value) if isinstance(value, int) else f"{value:g}" for name, value in limits.items()}
     if "ge" in found and "le" in found:
         return f"{found['ge']} to {found['le']}"
     ops = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
@@ -63,24 +72,27 @@ def type_name(annotation: Any) -> str:
 
 
 def _rllib_defaults() -> dict[str, Any]:
-    """RLlib's PPO defaults for the fields raytrain leaves unset (imports Ray)."""
+    """RLlib's PPO defaults for the fields raytrain leaves unset, as raytrain values (imports Ray)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
-    ppo = PPOConfig()
-    renamed = {"lambda_": "lambda_", "train_batch_size": "train_batch_size_per_learner"}
+    ppo, model = PPOConfig(), DefaultModelConfig()
     out: dict[str, Any] = {}
-    for section, model in SECTIONS.items():
-        for name in model.model_fields:
-            if section == "model":
-                out[f"model.{name}"] = getattr(DefaultModelConfig(), name, None)
-            elif section != "experiment" and hasattr(ppo, renamed.get(name, name)):
-                out[f"{section}.{name}"] = getattr(ppo, renamed.get(name, name))
-    out["env_runners.observation_filter"] = "NoFilter"
+    for f in rllib_fields():
+        if f.marker.call:  # a raytrain setting RLlib also takes: raytrain's own default applies
+            continue
+        if f.marker.values:  # a value raytrain maps: the one that leaves the setting to RLlib is its default
+            out.update({f"{f.section}.{f.name}": mine for mine, theirs in f.marker.values.items() if theirs is None})
+        elif f.within == "model_config":
+            out[f"{f.section}.{f.name}"] = getattr(model, f.keyword, None)
+        elif hasattr(ppo, f.keyword):
+            out[f"{f.section}.{f.name}"] = getattr(ppo, f.keyword)
     return out
 
 
-def _table(fields, unset=lambda name: "unset") -> list[str]:
+def _table(
+    fields: Iterable[tuple[str, str, FieldInfo]], unset: Callable[[str], str] = lambda name: "unset"
+) -> list[str]:
     """A Markdown table of (shown key, field name, pydantic field): key, type, default, meaning.
 
     `unset(name)` says what a field without a default of its own falls back to."""
@@ -106,22 +118,20 @@ def markdown_reference() -> str:
         lines.append(f"#### `{section}`\n")
         if model.__doc__:
             lines.append(model.__doc__.strip().splitlines()[0] + "\n")
-        lines += _table(
-            [(f.alias or name, name, f) for name, f in model.model_fields.items()],
-            lambda name, section=section: (
-                f"RLlib: `{defaults[f'{section}.{name}']!r}`" if f"{section}.{name}" in defaults else "unset"
-            ),
-        )
+
+        def unset(name: str, section: str = section) -> str:
+            key = f"{section}.{name}"
+            return f"RLlib: `{defaults[key]!r}`" if key in defaults else "unset"
+
+        lines += _table([(f.alias or name, name, f) for name, f in model.model_fields.items()], unset)
         lines.append("")
     lines.append("#### `stop`\n")
-    lines.append(RaytrainConfig.model_fields["stop"].description + "\n")
+    lines.append(f"{RaytrainConfig.model_fields['stop'].description}\n")
     return "\n".join(lines)
 
 
-def _model_of(annotation: Any):
+def _model_of(annotation: Any) -> type[BaseModel] | None:
     """The pydantic model inside `X | None`, or None."""
-    from pydantic import BaseModel
-
     for candidate in (annotation, *typing.get_args(annotation)):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
             return candidate
@@ -132,7 +142,7 @@ def sweep_reference() -> str:
     """A Markdown table of the sweep file's top-level keys, then one per section (search, pbt, ...)."""
     from raytrain.config.sweep import SweepConfig
 
-    def table(model, prefix: str) -> list[str]:
+    def table(model: type[BaseModel], prefix: str) -> list[str]:
         return _table([(f"{prefix}{name}", name, f) for name, f in model.model_fields.items()
                        if prefix or _model_of(f.annotation) is None])
 

@@ -3,15 +3,23 @@
 A field left unset (None) means "RLlib's default"; only fields a user set are passed on to RLlib,
 and every one of them is (see `raytrain.rllib.translate`). Field docstrings are the documentation:
 they feed `raytrain config schema`, the README reference and error messages.
+
+Where a field goes in RLlib is said here too, once: a section's fields are the keywords of its
+builder call (`RLLIB_CALL`) under their Python names; an `RLlib(...)` marker on a field says where
+it differs (another keyword, another call, a value that is an import path). `rllib_fields()` reads it
+for the translation, the reference's RLlib defaults and the table of RLlib's spellings (`aliases`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 Activation = Literal["linear", "relu", "tanh", "elu", "swish", "silu"]
 
@@ -47,8 +55,29 @@ def absolute_path(value: str) -> str:
     return expanded
 
 
+@dataclass(frozen=True)
+class RLlib:
+    """Field metadata, `Annotated[type, RLlib(...)]`: where the field reaches RLlib, where that is not the
+    keyword of its Python name in its section's builder call."""
+
+    name: str | None = None
+    """RLlib's keyword, where it is not the field's Python name."""
+    call: str | None = None
+    """The PPOConfig builder method, where it is not the section's `RLLIB_CALL` (or the section has none)."""
+    values: Mapping[str, str | None] = field(default_factory=dict)
+    """raytrain value -> RLlib value, where they differ; None: leave the setting at RLlib's default."""
+    import_path: bool = False
+    """A value with a `:` is an import path `"pkg.module:Name"`, imported when the PPOConfig is built."""
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True, allow_inf_nan=False)
+
+    RLLIB_CALL: ClassVar[str | None] = None
+    """The PPOConfig builder method whose keywords the fields are; None: raytrain's own section (only
+    fields marked with a `call` reach RLlib)."""
+    RLLIB_WITHIN: ClassVar[str | None] = None
+    """The keyword of that call whose dict the fields go in (`rl_module(model_config={...})`), if any."""
 
 
 class LinearSchedule(_Section):
@@ -81,7 +110,7 @@ class PiecewiseSchedule(_Section):
 
     @field_validator("points")
     @classmethod
-    def _check_points(cls, points):
+    def _check_points(cls, points: list[tuple[int, float]]) -> list[tuple[int, float]]:
         if points[0][0] != 0:
             raise ValueError(f"the first point must be at timestep 0, not {points[0][0]} (RLlib requires it)")
         steps = [p[0] for p in points]
@@ -102,7 +131,7 @@ class PiecewiseSchedule(_Section):
 Schedule = Annotated[LinearSchedule | PiecewiseSchedule, Field(discriminator="schedule")]
 
 
-def _check_schedule(value, what: str, some_positive: bool):
+def _check_schedule(value: Any, what: str, some_positive: bool) -> Any:
     """Every value of a schedule >= 0 (and, for a learning rate, not all 0); a number passes through."""
     if isinstance(value, LinearSchedule | PiecewiseSchedule):
         if min(value.values) < 0:
@@ -117,17 +146,19 @@ class ExperimentConfig(_Section):
 
     name: str | None = None
     """Experiment name: the run folder is `storage_path/name/<timestamp>`, so one folder name: letters, digits and `_.-`, not starting with `.` or `-`, at most 100 characters. Default: `ppo_<env>`."""
-    seed: Seed | None = None
+    seed: Annotated[Seed | None, RLlib(call="debugging")] = None
     """Seed for RLlib (env runners, learners, envs), 0 to 2**31-1. Unset: not seeded."""
     storage_path: str = "~/raytrain_results"
     """Absolute directory for run folders (`~` is expanded). On a cluster: a shared (NFS) path."""
-    checkpoint_frequency: int = Field(10, ge=0)
+    checkpoint_frequency: int = Field(default=10, ge=0)
     """Save a checkpoint every this many training iterations (0: only at the end and on Ctrl-C)."""
-    num_to_keep: int | None = Field(None, ge=1)
+    num_to_keep: int | None = Field(default=None, ge=1)
     """Keep only this many most recent checkpoints (unset: keep all)."""
     checkpoint_at_end: bool = True
     """Save a checkpoint when training stops (stop criteria reached or Ctrl-C)."""
-    return_window: int = Field(100, ge=1)
+    return_window: Annotated[int, RLlib(call="reporting", name="metrics_num_episodes_for_smoothing")] = Field(
+        default=100, ge=1
+    )
     """N for `raytrain/episode_return_mean_<N>`: the running mean over the last N finished episodes."""
 
     _absolute = field_validator("storage_path")(classmethod(lambda cls, value: absolute_path(value)))
@@ -137,7 +168,9 @@ class ExperimentConfig(_Section):
 class EnvironmentConfig(_Section):
     """The environment to train on (RLlib `config.environment()`)."""
 
-    env: str
+    RLLIB_CALL = "environment"
+
+    env: Annotated[str, RLlib(import_path=True)]
     """A registered Gymnasium id (`CartPole-v1`) or an import path `"pkg.module:Class"` of a gymnasium.Env."""
     env_config: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the env: passed to `gymnasium.make` or to the class as its `config`."""
@@ -152,42 +185,54 @@ class EnvironmentConfig(_Section):
 class EnvRunnersConfig(_Section):
     """Sampling (RLlib `config.env_runners()`)."""
 
-    num_env_runners: int | None = Field(None, ge=0)
+    RLLIB_CALL = "env_runners"
+
+    num_env_runners: int | None = Field(default=None, ge=0)
     """Remote EnvRunner actors (0: sample in the driver process)."""
-    num_envs_per_env_runner: int | None = Field(None, ge=1)
+    num_envs_per_env_runner: int | None = Field(default=None, ge=1)
     """Vectorized sub-environments in each EnvRunner."""
     rollout_fragment_length: Size | Literal["auto"] | None = None
     """Steps per env per sample call; "auto" derives it from the train batch size."""
     batch_mode: Literal["truncate_episodes", "complete_episodes"] | None = None
     """Cut episodes at the fragment length, or only return complete episodes."""
-    observation_filter: Literal["NoFilter", "MeanStdFilter"] | None = None
+    # On the new stack RLlib ignores `observation_filter`; the filter is an env-to-module connector.
+    observation_filter: Annotated[
+        Literal["NoFilter", "MeanStdFilter"] | None,
+        RLlib(
+            name="env_to_module_connector",
+            values={"MeanStdFilter": "raytrain.rllib.connectors:mean_std_filter", "NoFilter": None},
+            import_path=True,
+        ),
+    ] = None
     """MeanStdFilter normalizes observations with running statistics (RLlib's MeanStdFilter connector)."""
-    num_cpus_per_env_runner: float | None = Field(None, ge=0)
+    num_cpus_per_env_runner: float | None = Field(default=None, ge=0)
     """CPUs reserved for each EnvRunner actor."""
-    num_gpus_per_env_runner: float | None = Field(None, ge=0)
+    num_gpus_per_env_runner: float | None = Field(default=None, ge=0)
     """GPUs reserved for each EnvRunner actor (fractions allowed)."""
     custom_resources_per_env_runner: dict[str, NonNegative] | None = None
     """Custom Ray resources each EnvRunner needs, e.g. `{node_m8: 0.01}`."""
     explore: bool | None = None
     """Sample stochastic actions while training (true) or greedy ones."""
-    sample_timeout_s: float | None = Field(None, gt=0)
+    sample_timeout_s: float | None = Field(default=None, gt=0)
     """Seconds to wait for samples before an EnvRunner is considered stuck."""
 
 
 class TrainingConfig(_Section):
     """PPO loss and optimisation (RLlib `config.training()`)."""
 
+    RLLIB_CALL = "training"
+
     lr: Positive | Schedule | None = None
     """Learning rate > 0: a number, or `{schedule: linear, start, end, timesteps}` / `{schedule: piecewise, points}` with values >= 0 (a warm-up may start at 0)."""
-    gamma: float | None = Field(None, gt=0, le=1)
+    gamma: float | None = Field(default=None, gt=0, le=1)
     """Discount factor, 0 < gamma <= 1."""
-    lambda_: float | None = Field(None, alias="lambda", ge=0, le=1)
+    lambda_: float | None = Field(default=None, alias="lambda", ge=0, le=1)
     """GAE lambda, 0 to 1 (written `lambda` in YAML)."""
-    clip_param: float | None = Field(None, gt=0)
+    clip_param: float | None = Field(default=None, gt=0)
     """PPO surrogate clip range."""
-    vf_clip_param: float | None = Field(None, gt=0)
+    vf_clip_param: float | None = Field(default=None, gt=0)
     """Clip for the value-function loss; scale it with your returns."""
-    vf_loss_coeff: float | None = Field(None, ge=0)
+    vf_loss_coeff: float | None = Field(default=None, ge=0)
     """Weight of the value-function loss."""
     entropy_coeff: NonNegative | Schedule | None = None
     """Entropy bonus >= 0: a number or a schedule (see `lr`)."""
@@ -197,19 +242,19 @@ class TrainingConfig(_Section):
     """Use Generalized Advantage Estimation."""
     use_kl_loss: bool | None = None
     """Add the adaptive KL penalty to the loss."""
-    kl_coeff: float | None = Field(None, ge=0)
+    kl_coeff: float | None = Field(default=None, ge=0)
     """Initial KL penalty coefficient."""
-    kl_target: float | None = Field(None, gt=0)
+    kl_target: float | None = Field(default=None, gt=0)
     """KL divergence target for the adaptive coefficient."""
-    grad_clip: float | None = Field(None, gt=0)
+    grad_clip: float | None = Field(default=None, gt=0)
     """Clip gradients to this value (see `grad_clip_by`)."""
     grad_clip_by: Literal["value", "norm", "global_norm"] | None = None
     """How `grad_clip` is applied."""
-    train_batch_size: int | None = Field(None, gt=0)
+    train_batch_size: Annotated[int | None, RLlib(name="train_batch_size_per_learner")] = Field(default=None, gt=0)
     """Env steps per training iteration, per learner (RLlib `train_batch_size_per_learner`)."""
-    minibatch_size: int | None = Field(None, gt=0)
+    minibatch_size: int | None = Field(default=None, gt=0)
     """SGD minibatch size."""
-    num_epochs: int | None = Field(None, gt=0)
+    num_epochs: int | None = Field(default=None, gt=0)
     """Passes over the train batch per iteration."""
     shuffle_batch_per_epoch: bool | None = None
     """Shuffle the train batch before each epoch."""
@@ -222,6 +267,9 @@ class TrainingConfig(_Section):
 
 class ModelConfig(_Section):
     """The default RLModule's network (RLlib `DefaultModelConfig`)."""
+
+    RLLIB_CALL = "rl_module"
+    RLLIB_WITHIN = "model_config"
 
     fcnet_hiddens: list[Size] | None = None
     """Hidden layer sizes of the MLP encoder."""
@@ -265,15 +313,15 @@ class ModelConfig(_Section):
     """LayerNorm after each head layer."""
     free_log_std: bool | None = None
     """Continuous actions: a state-independent learned log-std."""
-    log_std_clip_param: float | None = Field(None, gt=0)
+    log_std_clip_param: float | None = Field(default=None, gt=0)
     """Continuous actions: clip the log-std to [-x, x]."""
     vf_share_layers: bool | None = None
     """Policy and value function share the encoder (then tune `training.vf_loss_coeff`)."""
     use_lstm: bool | None = None
     """Wrap the encoder in an LSTM."""
-    max_seq_len: int | None = Field(None, gt=0)
+    max_seq_len: int | None = Field(default=None, gt=0)
     """LSTM: maximum sequence length for training."""
-    lstm_cell_size: int | None = Field(None, gt=0)
+    lstm_cell_size: int | None = Field(default=None, gt=0)
     """LSTM: cell size."""
     lstm_use_prev_action: bool | None = None
     """LSTM: feed the previous action."""
@@ -304,13 +352,15 @@ class ModelConfig(_Section):
 class LearnersConfig(_Section):
     """Learner actors (RLlib `config.learners()`)."""
 
-    num_learners: int | None = Field(None, ge=0)
+    RLLIB_CALL = "learners"
+
+    num_learners: int | None = Field(default=None, ge=0)
     """Remote Learner actors (0: learn in the driver process)."""
     num_cpus_per_learner: NonNegative | Literal["auto"] | None = None
     """CPUs per Learner actor ("auto": 1 without a GPU, else 0)."""
-    num_gpus_per_learner: float | None = Field(None, ge=0)
+    num_gpus_per_learner: float | None = Field(default=None, ge=0)
     """GPUs per Learner actor (fractions allowed)."""
-    local_gpu_idx: int | None = Field(None, ge=0)
+    local_gpu_idx: int | None = Field(default=None, ge=0)
     """GPU index the local Learner uses when `num_learners` is 0."""
     custom_resources_per_learner: dict[str, NonNegative] | None = None
     """Custom Ray resources each Learner needs."""
@@ -319,7 +369,9 @@ class LearnersConfig(_Section):
 class ResourcesConfig(_Section):
     """The algorithm process and its placement (RLlib `config.resources()`)."""
 
-    num_cpus_for_main_process: float | None = Field(None, ge=0)
+    RLLIB_CALL = "resources"
+
+    num_cpus_for_main_process: float | None = Field(default=None, ge=0)
     """CPUs reserved for the main (driver/trainable) process."""
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = None
     """Ray placement-group strategy for the trial's actors."""
@@ -328,13 +380,15 @@ class ResourcesConfig(_Section):
 class EvaluationConfig(_Section):
     """Periodic evaluation (RLlib `config.evaluation()`)."""
 
-    evaluation_interval: int | None = Field(None, ge=1)
+    RLLIB_CALL = "evaluation"
+
+    evaluation_interval: int | None = Field(default=None, ge=1)
     """Evaluate every this many training iterations (unset: never)."""
     evaluation_duration: Size | Literal["auto"] | None = None
     """How much to evaluate, in `evaluation_duration_unit`s."""
     evaluation_duration_unit: Literal["episodes", "timesteps"] | None = None
     """Unit of `evaluation_duration`."""
-    evaluation_num_env_runners: int | None = Field(None, ge=0)
+    evaluation_num_env_runners: int | None = Field(default=None, ge=0)
     """EnvRunners dedicated to evaluation (0: evaluate in the driver)."""
     evaluation_parallel_to_training: bool | None = None
     """Run evaluation while the next training step runs."""
@@ -365,7 +419,7 @@ class RaytrainConfig(BaseModel):
     """Stop when any reported metric reaches its threshold (>=), e.g. `raytrain/episode_return_mean_100: 450`."""
 
     @model_validator(mode="after")
-    def _default_name(self):
+    def _default_name(self) -> RaytrainConfig:
         if self.experiment.name is None:
             env = self.environment.env.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
             self.experiment.name = as_folder_name(f"ppo_{env}")
@@ -381,7 +435,7 @@ class RaytrainConfig(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-SECTIONS: dict[str, type[BaseModel]] = {
+SECTIONS: dict[str, type[_Section]] = {
     "experiment": ExperimentConfig,
     "environment": EnvironmentConfig,
     "env_runners": EnvRunnersConfig,
@@ -397,3 +451,46 @@ def section_keys(section: str) -> list[str]:
     """The YAML keys a section accepts (aliases such as `lambda` included)."""
     model = SECTIONS[section]
     return [f.alias or name for name, f in model.model_fields.items()]
+
+
+@dataclass(frozen=True)
+class RLlibField:
+    """One schema field that reaches RLlib, and where: `call(within={keyword: value})` or `call(keyword=value)`."""
+
+    section: str
+    name: str
+    """The field's Python name (`lambda_`)."""
+    key: str
+    """The field's YAML key (`lambda`)."""
+    call: str
+    """The PPOConfig builder method."""
+    within: str | None
+    """The keyword of the dict the value goes in (`model_config`), or None."""
+    keyword: str
+    """RLlib's name of the setting."""
+    marker: RLlib
+
+    @property
+    def renamed_only(self) -> bool:
+        """RLlib takes the same value under another name in the section's own call: RLlib's spelling of the key."""
+        in_section_call = self.call == SECTIONS[self.section].RLLIB_CALL
+        return in_section_call and self.keyword != self.key and not self.marker.values
+
+
+def _marker(info: FieldInfo) -> RLlib:
+    return next((m for m in info.metadata if isinstance(m, RLlib)), RLlib())
+
+
+def rllib_fields() -> list[RLlibField]:
+    """Every field that reaches RLlib: the fields of sections with an `RLLIB_CALL` and the marked ones
+    of the others, in section and field order."""
+    found: list[RLlibField] = []
+    for section, model in SECTIONS.items():
+        for name, info in model.model_fields.items():
+            marker = _marker(info)
+            call = marker.call or model.RLLIB_CALL
+            if call is None:
+                continue
+            within = None if marker.call else model.RLLIB_WITHIN
+            found.append(RLlibField(section, name, info.alias or name, call, within, marker.name or name, marker))
+    return found

@@ -1,77 +1,62 @@
 """Validated raytrain config -> the exact keyword arguments of each `PPOConfig` builder call -> PPOConfig.
 
 `rllib_calls` is pure data (JSON-ready, no Ray import) so it can be printed by `raytrain config show`,
-compared in golden tests and stored in run folders. `build_ppo_config` applies it.
+compared in golden tests and stored in run folders. `build_ppo_config` applies it. Where each field
+goes is read from the schema (`raytrain.config.schema.rllib_fields`), so a new field needs no edit here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from raytrain.config.schema import RaytrainConfig
+from raytrain.config.schema import RaytrainConfig, RLlibField, rllib_fields
+from raytrain.imports import resolve_import
 
-# Import paths of the callables raytrain plugs into RLlib.
-MEAN_STD_FILTER = "raytrain.rllib.connectors:mean_std_filter"
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+# Import path of the callbacks raytrain plugs into every run (its running-mean return metrics).
 CALLBACKS = "raytrain.rllib.callbacks:RaytrainCallbacks"
 
 
-def _set(section) -> dict[str, Any]:
-    """The fields of a section that the user set (None means RLlib's default)."""
-    return {name: getattr(section, name) for name in type(section).model_fields if getattr(section, name) is not None}
-
-
-def _schedule_or_value(value: Any) -> Any:
-    return value.to_rllib() if hasattr(value, "to_rllib") else value
+def _rllib_value(field: RLlibField, value: Any) -> Any:
+    """The value RLlib takes for a field's value (None: leave RLlib's default)."""
+    if value is None:
+        return None
+    if field.marker.values:
+        return field.marker.values.get(value, value)
+    return value.to_rllib() if hasattr(value, "to_rllib") else value  # schedules
 
 
 def rllib_calls(cfg: RaytrainConfig) -> dict[str, dict[str, Any]]:
     """The PPOConfig builder calls for `cfg`: {method name: keyword arguments}, in call order.
 
-    Every field the user set appears here (the invariant the golden tests check).
+    Every field the user set appears here (the invariant the golden tests check). A section with a
+    builder call of its own gets it even when empty; a call only marked fields lead to (`debugging`),
+    only when one of them is set.
     """
     calls: dict[str, dict[str, Any]] = {}
-
-    env = _set(cfg.environment)
-    calls["environment"] = env
-
-    runners = _set(cfg.env_runners)
-    obs_filter = runners.pop("observation_filter", None)
-    if obs_filter == "MeanStdFilter":
-        # On the new stack `observation_filter` is ignored; the filter is an env-to-module connector.
-        runners["env_to_module_connector"] = MEAN_STD_FILTER
-    calls["env_runners"] = runners
-
-    training = _set(cfg.training)
-    if "train_batch_size" in training:
-        training["train_batch_size_per_learner"] = training.pop("train_batch_size")
-    for key in ("lr", "entropy_coeff"):
-        if key in training:
-            training[key] = _schedule_or_value(training[key])
-    calls["training"] = training
-
-    calls["rl_module"] = {"model_config": _set(cfg.model)}
-    calls["learners"] = _set(cfg.learners)
-    calls["resources"] = _set(cfg.resources)
-    calls["evaluation"] = _set(cfg.evaluation)
-    calls["reporting"] = {"metrics_num_episodes_for_smoothing": cfg.experiment.return_window}
+    # The sections' own calls first (environment, env_runners, ...), then those of single fields (reporting).
+    for field in sorted(rllib_fields(), key=lambda f: f.marker.call is not None):
+        value = _rllib_value(field, getattr(getattr(cfg, field.section), field.name))
+        if value is None and field.marker.call:
+            continue
+        kwargs = calls.setdefault(field.call, {})
+        if field.within is not None:
+            kwargs = kwargs.setdefault(field.within, {})
+        if value is not None:
+            kwargs[field.keyword] = value
     calls["callbacks"] = {"callbacks_class": CALLBACKS}
-    if cfg.experiment.seed is not None:
-        calls["debugging"] = {"seed": cfg.experiment.seed}
     return calls
 
 
-def resolve_import(path: str) -> Any:
-    """Import `"pkg.module:Name"` and return the object."""
-    import importlib
-
-    module_name, _, attr = path.partition(":")
-    obj = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+def _import_paths() -> set[tuple[str, str]]:
+    """(builder method, keyword) of every value that is an import path."""
+    paths = {(f.call, f.keyword) for f in rllib_fields() if f.marker.import_path and f.within is None}
+    return paths | {("callbacks", "callbacks_class")}
 
 
-def build_ppo_config(cfg: RaytrainConfig, calls: dict[str, dict[str, Any]] | None = None):
+def build_ppo_config(cfg: RaytrainConfig, calls: dict[str, dict[str, Any]] | None = None) -> PPOConfig:
     """Build the RLlib `PPOConfig` for `cfg` (imports Ray; does not start it)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
@@ -80,16 +65,14 @@ def build_ppo_config(cfg: RaytrainConfig, calls: dict[str, dict[str, Any]] | Non
     # raytrain only runs the new API stack; RLlib's "you are on the new stack" notice is noise here.
     log_once("PPO_on_new_api_stack")
     calls = rllib_calls(cfg) if calls is None else calls
+    import_paths = _import_paths()
     config = PPOConfig()
     for method, kwargs in calls.items():
-        kwargs = dict(kwargs)
-        if method == "environment" and ":" in kwargs["env"]:
-            kwargs["env"] = resolve_import(kwargs["env"])
-        if method == "env_runners" and "env_to_module_connector" in kwargs:
-            kwargs["env_to_module_connector"] = resolve_import(kwargs["env_to_module_connector"])
+        kwargs = {
+            key: resolve_import(value) if (method, key) in import_paths and ":" in value else value
+            for key, value in kwargs.items()
+        }
         if method == "rl_module":
             kwargs["model_config"] = DefaultModelConfig(**kwargs["model_config"])
-        if method == "callbacks":
-            kwargs["callbacks_class"] = resolve_import(kwargs["callbacks_class"])
         getattr(config, method)(**kwargs)
     return config

@@ -155,6 +155,15 @@ def test_every_old_name_is_gone_from_rllibs_ppo_config(rllib_status):
     assert {name: rllib_status(name) for name in RLLIB_SPELLINGS} == {name: "current" for name in RLLIB_SPELLINGS}
 
 
+def test_rllib_spellings_are_the_fields_rllib_names_differently():
+    """Read from the schema's field metadata; the expectation is written out here."""
+    assert RLLIB_SPELLINGS == {
+        "lambda_": ("training", "lambda", None),
+        "train_batch_size_per_learner": ("training", "train_batch_size", None),
+    }
+    assert set(RLLIB_SPELLINGS) <= set(KEY_ALIASES)
+
+
 def test_every_rllib_spelling_targets_a_raytrain_field():
     from raytrain.config.aliases import RLLIB_SPELLINGS
     from raytrain.config.schema import section_keys

@@ -196,3 +196,45 @@ def test_all_in_main_process():
     assert not all_in_main_process(cfg(env_runners={"num_env_runners": 2}))
     assert not all_in_main_process(cfg(learners={"num_learners": 1}))
     assert not all_in_main_process(cfg(evaluation={"evaluation_interval": 5, "evaluation_num_env_runners": 1}))
+
+
+def test_every_rllib_name_the_schema_gives_is_a_keyword_rllib_takes():
+    """A field's RLlib name (its Python name, or its `RLlib(name=...)` marker) is a parameter of the builder
+    call it goes to, or a field of DefaultModelConfig: a misspelt marker fails here, not in a run."""
+    import dataclasses
+    import inspect
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    from raytrain.config.schema import rllib_fields
+
+    model_fields = {f.name for f in dataclasses.fields(DefaultModelConfig)}
+
+    def parameters(call: str) -> set[str]:
+        # PPOConfig.training passes **kwargs on to AlgorithmConfig.training: collect both.
+        return {p for cls in PPOConfig.__mro__ if call in vars(cls) for p in inspect.signature(vars(cls)[call]).parameters}
+
+    wrong = [
+        f"{f.section}.{f.name} -> {f.call}({f.within or f.keyword})"
+        for f in rllib_fields()
+        if (f.keyword not in model_fields if f.within == "model_config" else f.keyword not in parameters(f.call))
+    ]
+    assert wrong == []
+    fields = {f"{f.section}.{f.name}" for f in rllib_fields()}
+    assert {"experiment.seed", "experiment.return_window", "training.lambda_", "model.fcnet_hiddens"} <= fields
+    assert not {"experiment.name", "experiment.storage_path", "experiment.checkpoint_frequency"} & fields
+
+
+def test_env_import_path_is_imported_when_built(write_yaml):
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+    path = "gymnasium.envs.classic_control.cartpole:CartPoleEnv"
+    cfg = load_config(write_yaml(f"environment: {{env: '{path}'}}\n")).config
+    assert rllib_calls(cfg)["environment"] == {"env": path, "env_config": {}}
+    assert build_ppo_config(cfg).env is CartPoleEnv
+
+
+def test_observation_filter_no_filter_is_left_to_rllib(write_yaml):
+    cfg = load_config(write_yaml("environment: {env: CartPole-v1}\nenv_runners: {observation_filter: NoFilter}\n")).config
+    assert rllib_calls(cfg)["env_runners"] == {}
