@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,12 @@ from pydantic import ValidationError
 from raytrain.config.load import LoadedConfig, load_source, pydantic_issues
 from raytrain.config.schema import SECTIONS, section_keys
 from raytrain.config.source import Source, apply_overrides, read_yaml
-from raytrain.config.sweep import Choice, Grid, RandInt, SweepConfig
+from raytrain.config.sweep import SweepConfig
 from raytrain.errors import ConfigError, ConfigIssue
+from raytrain.metrics import known_metrics
+from raytrain.sweeps import ALGORITHMS, settings_in
+from raytrain.sweeps.base import Issue, KeyPath
+from raytrain.sweeps.space import Choice, Grid, RandInt
 
 # Sections whose keys can be searched over; environment.env_config.<key> and experiment.seed too.
 SEARCHABLE_SECTIONS = ("training", "model", "env_runners", "learners", "resources", "evaluation")
@@ -86,17 +91,12 @@ class LoadedSweep:
 
     def hyperparameters(self) -> list[str]:
         """Every dotted key the sweep varies."""
-        keys = list(self.sweep.space)
-        for section in (self.sweep.pbt, self.sweep.pb2):
-            if section is not None:
-                more = section.hyperparam_mutations if hasattr(section, "hyperparam_mutations") else section.hyperparam_bounds
-                keys += [k for k in more if k not in keys]
-        return keys
+        return list(dict.fromkeys(key_path[-1] for key_path, _ in searched(self.sweep)))
 
 
-def _flatten(data: dict) -> dict[str, Any]:
+def _flatten(data: dict[str, Any]) -> dict[str, Any]:
     """`set:` entries as dotted keys: `{training: {lr: 1}}` and `{training.lr: 1}` mean the same."""
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in data.items():
         if "." not in key and isinstance(value, dict) and key in SECTIONS:
             out.update({f"{key}.{k}": v for k, v in value.items()})
@@ -127,7 +127,7 @@ def check_key(key: str) -> str | None:
     return None
 
 
-def sample_values(dist) -> list[Any]:
+def sample_values(dist: Any) -> list[Any]:
     """Values to try a trial config with: the bounds, or every listed value."""
     if isinstance(dist, list):
         return dist
@@ -138,13 +138,15 @@ def sample_values(dist) -> list[Any]:
     return [dist.low, dist.high]
 
 
-def searched(sweep: SweepConfig) -> list[tuple[tuple[str, ...], Any]]:
-    """(path in the sweep file, distribution) of every hyperparameter the sweep samples or perturbs."""
-    spaces: list[tuple[tuple[str, ...], Any]] = [(("space", k), d) for k, d in sweep.space.items()]
-    if sweep.pbt:
-        spaces += [(("pbt", "hyperparam_mutations", k), d) for k, d in sweep.pbt.hyperparam_mutations.items()]
-    if sweep.pb2:
-        spaces += [(("pb2", "hyperparam_bounds", k), list(b)) for k, b in sweep.pb2.hyperparam_bounds.items()]
+def searched(sweep: SweepConfig, *, domains_only: bool = False) -> list[tuple[KeyPath, Any]]:
+    """(path in the sweep file, distribution) of every hyperparameter the sweep samples or perturbs.
+
+    domains_only: only those that are Tune search domains (not PB2's bounds).
+    """
+    spaces: list[tuple[KeyPath, Any]] = [(("space", k), d) for k, d in sweep.space.items()]
+    for settings in settings_in(sweep):
+        if settings.tune_domains or not domains_only:
+            spaces += settings.searched()
     return spaces
 
 
@@ -203,20 +205,42 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
     issues: list[ConfigIssue] = []
     warnings: list[str] = []
 
-    def issue(key_path: tuple[str, ...], message: str) -> None:
+    def issue(key_path: KeyPath, message: str) -> None:
         issues.append(ConfigIssue(source.where(key_path), ".".join(key_path), message))
 
-    # The base train config, with `set:` and the sweep's stop applied.
+    try:
+        base = _load_base(path, sweep, source, issue)
+    except ConfigError as exc:
+        raise ConfigError(issues + exc.issues) from None
+    notices += base.notices
+    warnings += base.warnings
+    _check_algorithm(sweep, issue, warnings.append)
+    _check_hyperparameters(sweep, source, base.source, issue)
+    known = known_metrics(base.config.experiment.return_window, base.config.evaluation.evaluation_interval is not None)
+    _check_metric(sweep.search.metric or base.config.return_metric, known, issue)
+    for settings in settings_in(sweep):
+        settings.check(sweep, known, issue)
+    loaded = LoadedSweep(sweep, base, source, notices, warnings)
+    issues += loaded.name_issues()
+    _check_storage_path(sweep.checkpoint.storage_path, storage == "probe", issue)
+    if issues:
+        raise ConfigError(issues)
+    return loaded
+
+
+def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issue) -> LoadedConfig:
+    """The base train config, with `set:` and the sweep's stop applied; raises ConfigError when it is invalid."""
     if sweep.base is not None:
         base_path = (Path(path).parent / sweep.base).resolve()
         if not base_path.is_file():
             raise ConfigError([ConfigIssue(source.where(("base",)), "base", f"no such file: {base_path}")])
         base_source = read_yaml(base_path)
-        base_source.file = str(Path(path).parent / sweep.base)
-        base_source.origins = {k: v.replace(str(base_path), base_source.file) for k, v in base_source.origins.items()}
+        shown = str(Path(path).parent / sweep.base)
+        base_source.file = shown
+        base_source.origins = {k: v.replace(str(base_path), shown) for k, v in base_source.origins.items()}
     else:
         base_source = Source(
-            copy.deepcopy(sweep.train),
+            copy.deepcopy(sweep.train or {}),
             {p[1:]: w for p, w in source.origins.items() if p[:1] == ("train",) and len(p) > 1},
             str(path),
         )
@@ -227,61 +251,28 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
             issue(("set", key), problem)
     base_source = trial_source(base_source, fixed, None)
     for key in fixed:
-        base_source.origins[tuple(key.split("."))] = source.where(("set", *key.split("."))) or source.where(("set",))
+        where = source.where(("set", *key.split("."))) or source.where(("set",))
+        if where is not None:
+            base_source.origins[tuple(key.split("."))] = where
     if sweep.stop:
         base_source.data["stop"] = dict(sweep.stop)
         for key in sweep.stop:
-            base_source.origins[("stop", key)] = source.where(("stop", key))
-    try:
-        base = load_source(base_source)
-    except ConfigError as exc:
-        raise ConfigError(issues + exc.issues) from None
-    notices += base.notices
-    warnings += base.warnings
+            if (where := source.where(("stop", key))) is not None:
+                base_source.origins[("stop", key)] = where
+    return load_source(base_source)
 
-    # Sections that do not belong to the chosen algorithm.
-    algo = sweep.search.algorithm
-    wanted = {"pbt": {"pbt"}, "pb2": {"pb2"}, "asha": {"asha"}, "optuna": {"optuna", "asha"}, "random": set(), "grid": set()}[algo]
-    for section in ("pbt", "pb2", "asha", "optuna"):
-        if getattr(sweep, section) is not None and section not in wanted:
-            if algo in ("pbt", "pb2") and section == "optuna":
-                msg = "PBT-style schedulers cannot be combined with a search algorithm (Tune refuses): remove `optuna` or set search.algorithm: optuna"
-            else:
-                msg = f"is set but search.algorithm is {algo}; remove it or set search.algorithm: {section}"
-            issue((section,), msg)
-    if algo == "optuna" and sweep.asha is not None and (sweep.optuna is None or sweep.optuna.pruner != "asha"):
-        issue(("asha",), "is set but optuna.pruner is not asha; add `pruner: asha` under optuna to use it")
-    if algo == "pbt":
-        if sweep.pbt is None or (not sweep.pbt.hyperparam_mutations and not sweep.pbt.custom_explore_fn):
-            issue(("pbt",), "PBT needs pbt.hyperparam_mutations (what to perturb), e.g. {training.lr: {distribution: loguniform, low: 1e-4, high: 1e-2}}")
-    if algo == "pb2":
-        if sweep.pb2 is None or not sweep.pb2.hyperparam_bounds:
-            issue(("pb2",), "PB2 needs pb2.hyperparam_bounds, e.g. {training.lr: [1e-4, 1e-2]}")
-        try:
-            import GPy  # noqa: F401
-            import sklearn  # noqa: F401
-        except ImportError:
-            issue(("search", "algorithm"), "pb2 needs the GPy and scikit-learn packages: pip install 'raytrain[pb2]' (or use pbt)")
-    if algo in ("pbt", "pb2") and sweep.checkpoint.num_to_keep is not None and sweep.checkpoint.num_to_keep < 3:
-        issue(
-            ("checkpoint", "num_to_keep"),
-            f"{sweep.checkpoint.num_to_keep} is too few for PBT: an exploiting trial restores the stronger trial's "
-            "checkpoint by reference, and that trial may have deleted it by then; keep at least 3 (or leave unset)",
-        )
-    if algo == "grid":
-        for key, dist in sweep.space.items():
-            if not isinstance(dist, Grid):
-                issue(("space", key), "search.algorithm grid needs every space entry to be `distribution: grid`")
-    if algo == "optuna":
-        for key, dist in sweep.space.items():
-            if isinstance(dist, Grid):
-                issue(("space", key), "Optuna cannot sample a grid; use `distribution: choice`")
-        if not sweep.space:
-            issue(("space",), "Optuna needs a search space")
-    if algo in ("random", "asha") and not sweep.space and sweep.search.num_samples == 1:
-        warnings.append("warning: the sweep has no search space and one sample: it runs a single trial")
 
-    # Keys and values: every hyperparameter names a real key, and every value gives a valid trial config.
+def _check_algorithm(sweep: SweepConfig, issue: Issue, warn: Callable[[str], None]) -> None:
+    """The settings sections belong to the chosen algorithm, and the algorithm's own checks."""
+    algorithm = ALGORITHMS[sweep.search.algorithm]
+    for settings in settings_in(sweep):
+        if settings.key not in algorithm.sections:
+            issue((settings.key,), algorithm.misplaced(settings.key))
+    algorithm.check(sweep, issue, warn)
+
+
+def _check_hyperparameters(sweep: SweepConfig, source: Source, base: Source, issue: Issue) -> None:
+    """Every hyperparameter names a real key, and every value gives a valid trial config."""
     for key_path, dist in searched(sweep):
         key = key_path[-1]
         problem = check_key(key)
@@ -290,44 +281,23 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
             continue
         for value in sample_values(dist):
             try:
-                load_source(trial_source(base_source, {key: value}, source.where(key_path)))
+                load_source(trial_source(base, {key: value}, source.where(key_path)))
             except ConfigError as exc:
                 issue(key_path, f"with {key} = {value!r} a trial's config is invalid: {exc.issues[0].message}")
                 break
 
-    # Metrics the algorithm reports.
-    from raytrain.metrics import known_metrics
 
-    cfg = base.config
-    known = known_metrics(cfg.experiment.return_window, cfg.evaluation.evaluation_interval is not None)
-    metric = sweep.search.metric or cfg.return_metric
+def _check_metric(metric: str, known: set[str], issue: Issue) -> None:
+    """Trials are ranked on a metric PPO reports."""
     if metric not in known:
         near = difflib.get_close_matches(metric, sorted(known), n=1, cutoff=0.6)
         issue(("search", "metric"), "is a metric PPO never reports" + (f"; did you mean '{near[0]}'?" if near else ""))
-    for section in ("pbt", "pb2", "asha"):
-        value = getattr(sweep, section)
-        if value is not None and value.time_attr not in known:
-            issue((section, "time_attr"), f"{value.time_attr!r} is not a reported metric; use training_iteration, time_total_s or num_env_steps_sampled_lifetime")
-    if sweep.optuna and sweep.optuna.points_to_evaluate:
-        for i, point in enumerate(sweep.optuna.points_to_evaluate):
-            for key in point:
-                if key not in sweep.space:
-                    issue(("optuna", "points_to_evaluate", str(i), key), "is not a key of `space`")
-    if sweep.pbt and sweep.pbt.custom_explore_fn:
-        from raytrain.imports import resolve_import
 
-        try:
-            resolve_import(sweep.pbt.custom_explore_fn)
-        except (ImportError, AttributeError, ValueError) as exc:
-            issue(("pbt", "custom_explore_fn"), f"cannot import {sweep.pbt.custom_explore_fn!r}: {exc}")
-    loaded = LoadedSweep(sweep, base, source, notices, warnings)
-    issues += loaded.name_issues()
-    if ".." in Path(sweep.checkpoint.storage_path).parts:
+
+def _check_storage_path(storage_path: str, probe: bool, issue: Issue) -> None:
+    if ".." in Path(storage_path).parts:
         # Tune and the OS could read `a/../b` differently (a symlink `a`); the folder must be unambiguous.
-        issue(("checkpoint", "storage_path"), f"{sweep.checkpoint.storage_path!r} contains '..': write the folder it means")
-    problem = _check_storage(sweep.checkpoint.storage_path) if storage != "skip" else None
+        issue(("checkpoint", "storage_path"), f"{storage_path!r} contains '..': write the folder it means")
+    problem = _check_storage(storage_path) if probe else None
     if problem:
         issue(("checkpoint", "storage_path"), problem)
-    if issues:
-        raise ConfigError(issues)
-    return loaded

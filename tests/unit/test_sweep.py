@@ -352,10 +352,10 @@ def test_random_search_plan_and_every_distribution(sweep_file):
     assert p["search_alg"] == {"class": "BasicVariantGenerator", "kwargs": {"random_state": 9}}
     from ray.tune.search import sample
 
-    from raytrain.tune.build import _domain
+    from raytrain.sweeps.space import domain
 
-    clip = _domain({"quniform": [0.1, 0.3, 0.05]})
-    epochs = _domain({"randint": [2, 9]})
+    clip = domain({"quniform": [0.1, 0.3, 0.05]})
+    epochs = domain({"randint": [2, 9]})
     assert isinstance(clip, sample.Float) and isinstance(clip.sampler, sample.Quantized) and clip.sampler.q == 0.05
     assert isinstance(epochs, sample.Integer) and (epochs.lower, epochs.upper) == (2, 9)
     values = [clip.sample(random_state=i) for i in range(20)]

@@ -1,0 +1,76 @@
+"""search.algorithm pb2: Population Based Bandits (Tune `PB2`), PBT with a GP-bandit explore step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from raytrain.sweeps.base import Issue, KeyPath, SchedulerSettings, Spec, TuneClass
+from raytrain.sweeps.pbt import PopulationBased
+from raytrain.sweeps.space import DomainSpec, nest
+
+if TYPE_CHECKING:
+    from raytrain.config.sweep import SweepConfig
+    from raytrain.config.sweep_load import LoadedSweep
+
+
+class PB2Config(SchedulerSettings):
+    """Population Based Bandits (Tune `PB2`): PBT with a GP-bandit explore step (needs GPy and scikit-learn)."""
+
+    key: ClassVar[str] = "pb2"
+    tune_domains: ClassVar[bool] = False
+
+    perturbation_interval: float = Field(default=5, gt=0)
+    """Exploit/explore every this many `time_attr` units."""
+    quantile_fraction: float = Field(default=0.25, ge=0, le=0.5)
+    """Bottom fraction that copies the top fraction."""
+    hyperparam_bounds: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Dotted key -> [low, high] (low < high) for the continuous hyperparameters PB2 explores."""
+    synch: bool = False
+    """Synchronous mode."""
+
+    @field_validator("hyperparam_bounds")
+    @classmethod
+    def _low_below_high(cls, bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for key, (low, high) in bounds.items():
+            if high <= low:
+                raise ValueError(f"{key}: high ({high}) must be above low ({low})")
+        return bounds
+
+    def searched(self) -> list[tuple[KeyPath, Any]]:
+        return [((self.key, "hyperparam_bounds", k), list(b)) for k, b in self.hyperparam_bounds.items()]
+
+
+def _build(kwargs: dict[str, Any]) -> Any:
+    from ray.tune.schedulers.pb2 import PB2
+
+    return PB2(**{**kwargs, "hyperparam_bounds": nest(kwargs["hyperparam_bounds"])})
+
+
+SCHEDULER = TuneClass("PB2", PB2Config.key, _build)
+
+
+class PB2(PopulationBased):
+    name = "pb2"
+    sections = (PB2Config.key,)
+
+    def check(self, sweep: SweepConfig, issue: Issue, warn: Callable[[str], None]) -> None:
+        if sweep.pb2 is None or not sweep.pb2.hyperparam_bounds:
+            issue(("pb2",), "PB2 needs pb2.hyperparam_bounds, e.g. {training.lr: [1e-4, 1e-2]}")
+        try:
+            import GPy  # noqa: F401
+            import sklearn  # noqa: F401
+        except ImportError:
+            issue(("search", "algorithm"), "pb2 needs the GPy and scikit-learn packages: pip install 'raytrain[pb2]' (or use pbt)")
+        super().check(sweep, issue, warn)
+
+    def space(self, sweep: SweepConfig) -> dict[str, DomainSpec]:
+        assert sweep.pb2 is not None  # checked by PB2.check
+        # The trials' starting values; PB2 explores within the bounds from there.
+        return {k: {"uniform": [low, high]} for k, (low, high) in sweep.pb2.hyperparam_bounds.items()}
+
+    def scheduler(self, loaded: LoadedSweep) -> Spec | None:
+        assert loaded.sweep.pb2 is not None  # checked by PB2.check
+        return SCHEDULER.spec(loaded.sweep.pb2.tune_kwargs())

@@ -1,0 +1,127 @@
+"""search.algorithm pbt: Population Based Training (Tune `PopulationBasedTraining`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from raytrain.config.schema import Positive
+from raytrain.sweeps.base import Algorithm, Issue, KeyPath, SchedulerSettings, Spec, TuneClass
+from raytrain.sweeps.space import Distribution, DomainSpec, check_bounds, domain, domain_spec, nest
+from raytrain.tune import TRIAL_KEY
+
+if TYPE_CHECKING:
+    from raytrain.config.sweep import SweepConfig
+    from raytrain.config.sweep_load import LoadedSweep
+
+
+class PBTConfig(SchedulerSettings):
+    """Population Based Training (Tune `PopulationBasedTraining`)."""
+
+    key: ClassVar[str] = "pbt"
+
+    time_attr: str = "training_iteration"
+    """The result attribute that measures progress (`training_iteration`, `time_total_s`, `num_env_steps_sampled_lifetime`)."""
+    perturbation_interval: float = Field(default=5, gt=0)
+    """Exploit/explore every this many `time_attr` units."""
+    burn_in_period: float = Field(default=0, ge=0)
+    """No perturbation before this many `time_attr` units."""
+    quantile_fraction: float = Field(default=0.25, ge=0, le=0.5)
+    """Bottom fraction that copies the top fraction."""
+    resample_probability: float = Field(default=0.25, ge=0, le=1)
+    """Probability of resampling a value from its distribution instead of perturbing it."""
+    perturbation_factors: tuple[Positive, Positive] = (1.2, 0.8)
+    """Factors (> 0) a continuous value is multiplied by when perturbed."""
+    hyperparam_mutations: dict[str, Distribution | list[Any]] = Field(default_factory=dict)
+    """Dotted key -> distribution (or list of values) that PBT samples and perturbs."""
+    custom_explore_fn: str | None = None
+    """Import path `"pkg.module:function"` of a function(overrides) -> overrides, applied after each perturbation: it gets the trial's {dotted key: value} and returns them, changed as it likes."""
+    synch: bool = False
+    """Synchronous PBT: perturb only when all trials reached the interval."""
+
+    @field_validator("hyperparam_mutations")
+    @classmethod
+    def _bounds(cls, mutations: dict[str, Any]) -> dict[str, Any]:
+        return {key: check_bounds(dist) for key, dist in mutations.items()}
+
+    def searched(self) -> list[tuple[KeyPath, Any]]:
+        return [((self.key, "hyperparam_mutations", k), d) for k, d in self.hyperparam_mutations.items()]
+
+    def check(self, sweep: SweepConfig, known_metrics: set[str], issue: Issue) -> None:
+        super().check(sweep, known_metrics, issue)
+        if self.custom_explore_fn:
+            from raytrain.imports import resolve_import
+
+            try:
+                resolve_import(self.custom_explore_fn)
+            except (ImportError, AttributeError, ValueError) as exc:
+                issue((self.key, "custom_explore_fn"), f"cannot import {self.custom_explore_fn!r}: {exc}")
+
+
+class ExploreAdapter:
+    """Calls a user's `custom_explore_fn(overrides) -> overrides` on the trial's raytrain keys."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, config: dict[str, Any]) -> dict[str, Any]:
+        from raytrain.imports import resolve_import
+
+        fn = resolve_import(self.path)
+        overrides = dict(config[TRIAL_KEY]["overrides"])
+        config[TRIAL_KEY]["overrides"] = fn(overrides) or overrides
+        return config
+
+
+def _build(kwargs: dict[str, Any]) -> Any:
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    explore = kwargs["custom_explore_fn"]
+    return PopulationBasedTraining(**{
+        **kwargs,
+        "hyperparam_mutations": nest({k: domain(v) for k, v in kwargs["hyperparam_mutations"].items()}),
+        "perturbation_factors": tuple(kwargs["perturbation_factors"]),
+        "custom_explore_fn": ExploreAdapter(explore) if explore else None,
+    })
+
+
+SCHEDULER = TuneClass("PopulationBasedTraining", PBTConfig.key, _build)
+
+
+class PopulationBased(Algorithm):
+    """What PBT and PB2 share: no search algorithm beside them, and trials that exploit each other's checkpoints."""
+
+    def misplaced(self, section: str) -> str:
+        if section == "optuna":
+            return "PBT-style schedulers cannot be combined with a search algorithm (Tune refuses): remove `optuna` or set search.algorithm: optuna"
+        return super().misplaced(section)
+
+    def check(self, sweep: SweepConfig, issue: Issue, warn: Callable[[str], None]) -> None:
+        keep = sweep.checkpoint.num_to_keep
+        if keep is not None and keep < 3:
+            issue(
+                ("checkpoint", "num_to_keep"),
+                f"{keep} is too few for PBT: an exploiting trial restores the stronger trial's "
+                "checkpoint by reference, and that trial may have deleted it by then; keep at least 3 (or leave unset)",
+            )
+
+
+class PBT(PopulationBased):
+    name = "pbt"
+    sections = (PBTConfig.key,)
+
+    def check(self, sweep: SweepConfig, issue: Issue, warn: Callable[[str], None]) -> None:
+        if sweep.pbt is None or (not sweep.pbt.hyperparam_mutations and not sweep.pbt.custom_explore_fn):
+            issue(("pbt",), "PBT needs pbt.hyperparam_mutations (what to perturb), e.g. {training.lr: {distribution: loguniform, low: 1e-4, high: 1e-2}}")
+        super().check(sweep, issue, warn)
+
+    def space(self, sweep: SweepConfig) -> dict[str, DomainSpec]:
+        assert sweep.pbt is not None  # checked by PBT.check
+        return {k: domain_spec(d) for k, d in sweep.pbt.hyperparam_mutations.items()}
+
+    def scheduler(self, loaded: LoadedSweep) -> Spec | None:
+        pbt = loaded.sweep.pbt
+        assert pbt is not None  # checked by PBT.check
+        return SCHEDULER.spec({**pbt.tune_kwargs(), "hyperparam_mutations": self.space(loaded.sweep)})
