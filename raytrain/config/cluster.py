@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import posixpath
 import re
 import socket
-from typing import Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # What a cluster file may hold where a value ends up on a command line or in a file another program parses
 # (ssh, a remote shell, /etc/exports). Every value is quoted where a command is assembled as well
@@ -24,6 +26,9 @@ _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_./-]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$")
 EXPORT_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+# The hosts a node runs on without SSH: this machine.
+LOCAL_HOSTS = ("localhost", "127.0.0.1")
 
 
 def ip_address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -68,15 +73,34 @@ def check_single_host(value: str) -> str:
     return value
 
 
-def _absolute_path(value: str | None, *, tilde: bool = False) -> str | None:
-    if value is None:
-        return None
+def _absolute_path(value: str, *, tilde: bool = False) -> str:
     if _has_control(value):
         raise ValueError("must not contain control characters (newlines, tabs, NUL)")
     if tilde and value.startswith("~/"):
         return os.path.expanduser(value)
     if not value.startswith("/"):
         raise ValueError("must be an absolute path (starting with /)" + (" or ~/" if tilde else ""))
+    return value
+
+
+def _path_from_home(value: str) -> str:
+    return _absolute_path(value, tilde=True)
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+"""A path used on the nodes and quoted there, where `~` would not be expanded: it must start with /."""
+LocalPath = Annotated[str, AfterValidator(_path_from_home)]
+"""A path on this machine: absolute, or `~/...` (expanded here)."""
+
+
+def check_env(value: dict[str, str]) -> dict[str, str]:
+    """Extra environment variables: names a shell accepts, values without a NUL byte. Raises ValueError."""
+    bad = [k for k in value if not _ENV_KEY.match(k)]
+    if bad:
+        raise ValueError(f"variable names must be letters, digits and `_`, not starting with a digit: {bad}")
+    nul = [k for k, v in value.items() if "\0" in str(v)]
+    if nul:
+        raise ValueError(f"values must not contain a NUL byte: {nul}")
     return value
 
 
@@ -104,14 +128,14 @@ class DashboardConfig(_Section):
 
     host: str = "127.0.0.1"
     """Listen address (an IP address). 127.0.0.1 (default) keeps it private: reach it with `raytrain cluster dashboard`."""
-    port: int = Field(8265, gt=0, lt=65536)
+    port: int = Field(default=8265, gt=0, lt=65536)
     """Listen port."""
     enabled: bool = True
     """Start the dashboard at all."""
 
     @field_validator("host")
     @classmethod
-    def _ip(cls, value):
+    def _ip(cls, value: str) -> str:
         if ip_address(value) is None:
             raise ValueError("must be an IP address: 127.0.0.1 (this machine only; `raytrain cluster dashboard` "
                              "tunnels to it), or one of the head's addresses, or 0.0.0.0 / :: for every interface")
@@ -124,12 +148,20 @@ class DashboardConfig(_Section):
 
     @property
     def loopback(self) -> bool:
-        return ip_address(self.host).is_loopback
+        """Listens on the loopback interface only (127.0.0.0/8, ::1): reached from the head alone."""
+        return self._address.is_loopback
 
     @property
     def unspecified(self) -> bool:
         """Listens on every interface (0.0.0.0, ::)."""
-        return ip_address(self.host).is_unspecified
+        return self._address.is_unspecified
+
+    @property
+    def _address(self) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+        address = ip_address(self.host)
+        if address is None:  # only a model built without validation gets here
+            raise ValueError(f"head.dashboard.host {self.host!r} is not an IP address")
+        return address
 
     def url_host(self, head_ip: str) -> str:
         """The host of its URL from another machine (for every interface: the head's address; IPv6 in brackets)."""
@@ -166,7 +198,7 @@ class NodeConfig(_Section):
 
     @field_validator("host")
     @classmethod
-    def _host(cls, value):
+    def _host(cls, value: str) -> str:
         if ip_address(value) is None and not (len(value) <= 253 and _SSH_ALIAS.match(value)):
             raise ValueError("must be an SSH alias, a hostname or an IP address: letters, digits and `_.-`, not "
                              "starting with `-` (the login user goes in ssh.user)")
@@ -174,19 +206,19 @@ class NodeConfig(_Section):
 
     @field_validator("address")
     @classmethod
-    def _address(cls, value):
+    def _address(cls, value: str | None) -> str | None:
         return None if value is None else check_hostname_or_ip(value)
 
     @field_validator("name")
     @classmethod
-    def _name(cls, value):
+    def _name(cls, value: str | None) -> str | None:
         if value is not None and not (len(value) <= 64 and _NODE_NAME.match(value)):
             raise ValueError("must be letters, digits and `_.:-` (at most 64), not starting with `-` or `.`")
         return value
 
     @field_validator("resources")
     @classmethod
-    def _resources(cls, value):
+    def _resources(cls, value: dict[str, float]) -> dict[str, float]:
         bad = [k for k in value if not _RESOURCE.match(k)]
         if bad:
             raise ValueError(f"resource names must be letters, digits and `_.:/-`, starting with a letter or `_`: {bad}")
@@ -200,7 +232,7 @@ class NodeConfig(_Section):
 
     @field_validator("labels")
     @classmethod
-    def _labels(cls, value):
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key, val in value.items():
             if not (len(key) <= 253 and _LABEL_KEY.match(key)):
                 raise ValueError(f"label key {key!r}: letters, digits and `_./-`, starting and ending with a letter or digit")
@@ -214,10 +246,15 @@ class NodeConfig(_Section):
         return self.name or self.host
 
     @property
+    def local(self) -> bool:
+        """Whether the node is this machine, reached without SSH (host `localhost`)."""
+        return self.host in LOCAL_HOSTS
+
+    @property
     def ip(self) -> str:
         if self.address:
             return self.address
-        if self.host in ("localhost", "127.0.0.1"):
+        if self.local:
             return this_machine_ip()
         return self.host
 
@@ -236,31 +273,26 @@ class SSHConfig(_Section):
 
     user: str | None = None
     """Login user."""
-    port: int | None = Field(None, gt=0, lt=65536)
+    port: int | None = Field(default=None, gt=0, lt=65536)
     """SSH port."""
-    identity_file: str | None = None
+    identity_file: LocalPath | None = None
     """Private key file."""
-    connect_timeout: int = Field(10, gt=0)
+    connect_timeout: int = Field(default=10, gt=0)
     """Seconds before an unreachable host counts as failed."""
     host_key_checking: Literal["yes", "accept-new"] = "yes"
     """`yes` (known hosts only) or `accept-new` (trust a host's key the first time). Never off."""
-    config_file: str | None = None
+    config_file: LocalPath | None = None
     """An ssh_config file to use instead of ~/.ssh/config."""
 
     @field_validator("user")
     @classmethod
-    def _user(cls, value):
+    def _user(cls, value: str | None) -> str | None:
         if value is not None and not (len(value) <= 32 and _USER.match(value)):
             raise ValueError("must be a user name: letters, digits and `_.-` (at most 32), starting with a letter or `_`")
         return value
 
-    @field_validator("identity_file", "config_file")
-    @classmethod
-    def _path(cls, value):
-        return _absolute_path(value, tilde=True)
 
-
-def _port():
+def _port() -> Any:
     return Field(None, gt=0, lt=65536)
 
 
@@ -296,7 +328,7 @@ class PortsConfig(_Section):
         return (self.min_worker_port or DEFAULT_WORKER_PORTS[0], self.max_worker_port or DEFAULT_WORKER_PORTS[1])
 
     @model_validator(mode="after")
-    def _range(self):
+    def _range(self) -> PortsConfig:
         low, high = self.worker_range
         if low > high:
             raise ValueError(f"the worker port range is empty: min_worker_port {low} > max_worker_port {high}")
@@ -318,22 +350,16 @@ class NFSConfig(_Section):
     """Mount options (`mount -t nfs -o OPTIONS`)."""
     export_options: str = "rw,sync,no_subtree_check,no_root_squash"
     """Options of each node in the server's /etc/exports line (`raytrain nfs exports`)."""
-    mount_point: str | None = None
+    mount_point: AbsolutePath | None = None
     """Where the share is mounted on every node (default: `storage.path`); `storage.path` must be in it."""
     sudo: bool = False
     """Run `mkdir` and `mount` through `sudo -n` (the SSH user is not root and may sudo without a password)."""
     mount_timeout_s: float = Field(60, gt=0)
     """Seconds a mount may take on a node before it counts as failed."""
 
-    @field_validator("mount_point")
-    @classmethod
-    def _absolute(cls, value):
-        # Used on remote nodes and quoted there: `~` would not be expanded.
-        return _absolute_path(value)
-
     @field_validator("export")
     @classmethod
-    def _export(cls, value):
+    def _export(cls, value: str) -> str:
         # A word of an /etc/exports line: whitespace or quotes would change what the line exports.
         if not EXPORT_PATH.match(value):
             raise ValueError("must be an absolute path (starting with /) of letters, digits and `._/-`")
@@ -341,7 +367,7 @@ class NFSConfig(_Section):
 
     @field_validator("server")
     @classmethod
-    def _server(cls, value):
+    def _server(cls, value: str) -> str:
         inner = value[1:-1] if value.startswith("[") and value.endswith("]") else None
         if inner is not None and isinstance(ip_address(inner), ipaddress.IPv6Address):
             return value
@@ -352,7 +378,7 @@ class NFSConfig(_Section):
 
     @field_validator("options", "export_options")
     @classmethod
-    def _options(cls, value):
+    def _options(cls, value: str) -> str:
         if not OPTIONS_RE.match(value):
             raise ValueError("must be a comma-separated option list without spaces or quotes")
         return value
@@ -361,19 +387,13 @@ class NFSConfig(_Section):
 class StorageConfig(_Section):
     """The shared checkpoint directory."""
 
-    path: str | None = None
+    path: AbsolutePath | None = None
     """Absolute path of the shared (NFS) directory, the same on every node. It must exist (with `nfs`, `up` creates it on the share)."""
     nfs: NFSConfig | None = None
     """The NFS share to mount at `path` (or `nfs.mount_point`) on every node; without it, mounting is up to you."""
 
-    @field_validator("path")
-    @classmethod
-    def _absolute(cls, value):
-        # The same path on every node, quoted there: `~` would not be expanded.
-        return _absolute_path(value)
-
     @model_validator(mode="after")
-    def _nfs_needs_path(self):
+    def _nfs_needs_path(self) -> StorageConfig:
         if self.nfs is None:
             return self
         if self.path is None:
@@ -413,9 +433,9 @@ class ClusterConfig(BaseModel):
     """Worker nodes."""
     ssh: SSHConfig = Field(default_factory=SSHConfig)
     """SSH settings for every non-local node."""
-    python: str | None = None
+    python: AbsolutePath | None = None
     """Absolute path of the Python with Ray on every node (default: `python3` on each node's PATH; when every node is `localhost`, the Python running raytrain)."""
-    venv: str | None = None
+    venv: AbsolutePath | None = None
     """Absolute path of a virtualenv with Ray on every node (sets `python` to VENV/bin/python)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for every Ray process."""
@@ -430,30 +450,19 @@ class ClusterConfig(BaseModel):
 
     @field_validator("name")
     @classmethod
-    def _name(cls, value):
+    def _name(cls, value: str) -> str:
         # One path component: `..` or `a/b` would put the token outside ~/.raytrain/clusters/.
         if not (len(value) <= 64 and _CLUSTER_NAME.match(value)):
             raise ValueError("must be letters, digits and `_.-` (at most 64), not starting with `.` or `-`")
         return value
 
-    @field_validator("python", "venv")
-    @classmethod
-    def _absolute(cls, value):
-        return _absolute_path(value)
-
     @field_validator("env")
     @classmethod
-    def _env(cls, value):
-        bad = [k for k in value if not _ENV_KEY.match(k)]
-        if bad:
-            raise ValueError(f"variable names must be letters, digits and `_`, not starting with a digit: {bad}")
-        nul = [k for k, v in value.items() if "\0" in str(v)]
-        if nul:
-            raise ValueError(f"values must not contain a NUL byte: {nul}")
-        return value
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env(value)
 
     @model_validator(mode="after")
-    def _checks(self):
+    def _checks(self) -> ClusterConfig:
         if self.python and self.venv:
             raise ValueError("give `python` or `venv`, not both")
         names = [n.node_name for n in self.nodes]
@@ -462,11 +471,11 @@ class ClusterConfig(BaseModel):
             raise ValueError(f"node names must be unique; repeated: {', '.join(dupes)} (set `name:` on each)")
         return self
 
-    def problems(self) -> list[tuple[tuple, str]]:
+    def problems(self) -> list[tuple[tuple[str | int, ...], str]]:
         """What the schema alone cannot see, as (key path, message): shared addresses, colliding ports."""
-        out: list[tuple[tuple, str]] = []
-        where = {id(self.head): ("head",), **{id(w): ("workers", i) for i, w in enumerate(self.workers)}}
-        seen: dict = {}
+        out: list[tuple[tuple[str | int, ...], str]] = []
+        where: dict[int, tuple[str | int, ...]] = {id(self.head): ("head",), **{id(w): ("workers", i) for i, w in enumerate(self.workers)}}
+        seen: dict[object, str] = {}
         for node in self.nodes:
             # By meaning: ::1 and 0:0:0:0:0:0:0:1 are one address.
             key = ip_address(node.ip) or node.ip.lower()
@@ -480,17 +489,17 @@ class ClusterConfig(BaseModel):
         for node in self.nodes:
             by_port: dict[int, str] = {}
             for what, port in self.node_ports(node).items():
-                path = tuple(what.split("."))
+                keys = tuple(what.split("."))
                 if port in by_port:
-                    out.append((path, f"{what} {port} is also {by_port[port]} on {node.node_name}: every port of a "
+                    out.append((keys, f"{what} {port} is also {by_port[port]} on {node.node_name}: every port of a "
                                       "node must differ"))
                 elif low <= port <= high:
-                    out.append((path, f"{port} is inside the worker port range {low}-{high}{pinned} on "
+                    out.append((keys, f"{port} is inside the worker port range {low}-{high}{pinned} on "
                                       f"{node.node_name}: move it, or set ports.min_worker_port/max_worker_port"))
                 by_port.setdefault(port, what)
-        first: dict[tuple, str] = {}
-        for path, message in out:  # a shared `ports:` key collides on every node: report it once
-            first.setdefault(path, message)
+        first: dict[tuple[str | int, ...], str] = {}
+        for at, message in out:  # a shared `ports:` key collides on every node: report it once
+            first.setdefault(at, message)
         return list(first.items())
 
     def node_ports(self, node: NodeConfig) -> dict[str, int]:
@@ -516,7 +525,7 @@ class ClusterConfig(BaseModel):
             return f"{self.venv.rstrip('/')}/bin/python"
         if self.python:
             return self.python
-        if all(node.host in ("localhost", "127.0.0.1") for node in self.nodes):
+        if all(node.local for node in self.nodes):
             # Every node is this machine: the Python running raytrain is the one known to have this Ray
             # (`python3` on PATH may be the system's, without Ray, when raytrain runs from a venv).
             import sys
@@ -528,8 +537,26 @@ class ClusterConfig(BaseModel):
     def address(self) -> str:
         return f"{self.head.ip}:{self.head.port}"
 
+    @property
+    def token_path(self) -> str:
+        """The cluster's token file relative to the home directory, the same on this machine and on every node."""
+        return posixpath.join(".raytrain", "clusters", self.name, "auth_token")
 
-def load_cluster(path, overrides: list[str] | None = None, *, starting: bool = False, insecure: bool = False) -> ClusterConfig:
+    @property
+    def dashboard_url(self) -> str:
+        """The dashboard's URL from another machine than the head (where it listens on more than loopback)."""
+        d = self.head.dashboard
+        return f"http://{d.url_host(self.head.ip)}:{d.port}"
+
+    @property
+    def dashboard_tunneled(self) -> bool:
+        """Whether the dashboard listens only on the loopback of a head that is not this machine's `localhost`:
+        from here, it is reached through an SSH tunnel (`raytrain cluster dashboard`)."""
+        d = self.head.dashboard
+        return d.enabled and d.loopback and not self.head.local
+
+
+def load_cluster(path: str | Path, overrides: list[str] | None = None, *, starting: bool = False, insecure: bool = False) -> ClusterConfig:
     """Read and check a cluster file. Raises ConfigError with file:line for every problem.
 
     starting: for `up` and its preflight `check`, which refuse a network-open dashboard with auth disabled
@@ -548,7 +575,7 @@ def load_cluster(path, overrides: list[str] | None = None, *, starting: bool = F
         cfg = ClusterConfig.model_validate(source.data)
     except ValidationError as exc:
         raise ConfigError(pydantic_issues(exc, source, ClusterConfig)) from None
-    issues = [ConfigIssue(source.where(path), ".".join(map(str, path)), message) for path, message in cfg.problems()]
+    issues = [ConfigIssue(source.where(keys), ".".join(map(str, keys)), message) for keys, message in cfg.problems()]
     if issues:
         raise ConfigError(issues)
     d = cfg.head.dashboard

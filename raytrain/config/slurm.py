@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from raytrain.config.cluster import _ENV_KEY, _absolute_path, _has_control
+from raytrain.config.cluster import AbsolutePath, _has_control, check_env
 
 # Values below end up in `#SBATCH` lines (which sbatch parses itself) or in the batch script; each is
 # checked here for what it can mean, and quoted again where the script is assembled (raytrain.slurm.script).
@@ -38,12 +39,12 @@ def time_limit_seconds(value: str) -> int | None:
     if not m:
         raise ValueError(f"{value!r} is not a Slurm time limit: write MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
                          "D-HH:MM:SS (e.g. 2:00:00 for two hours), or UNLIMITED")
-    g = {k: int(v) if v is not None else None for k, v in m.groupdict().items()}
-    if g["d"] is not None:
-        return g["d"] * 86400 + g["dh"] * 3600 + (g["dm"] or 0) * 60 + (g["ds"] or 0)
-    if g["c"] is not None:
+    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+    if "d" in g:
+        return g["d"] * 86400 + g["dh"] * 3600 + g.get("dm", 0) * 60 + g.get("ds", 0)
+    if "c" in g:
         return g["a"] * 3600 + g["b"] * 60 + g["c"]
-    return g["a"] * 60 + (g["b"] or 0)
+    return g["a"] * 60 + g.get("b", 0)
 
 
 class _Section(BaseModel):
@@ -84,13 +85,13 @@ class SlurmConfig(_Section):
     """Submit requeueable (`--requeue`): after a preemption or node failure Slurm runs the job again and the sweep resumes."""
     extra_sbatch: list[str] = Field(default_factory=list)
     """More `#SBATCH` options, each one `--option` or `--option=value` (letters, digits and `_.,:/@%+=-`), e.g. `--mem=16G`."""
-    python: str | None = None
+    python: AbsolutePath | None = None
     """Absolute path of the Python with raytrain and Ray on every node (default: the `python` of `venv`, else `python3` on PATH)."""
-    venv: str | None = None
+    venv: AbsolutePath | None = None
     """Absolute path of a virtualenv with raytrain and Ray, the same on every node (a shared one, or the same path on each)."""
-    storage_path: str | None = None
+    storage_path: AbsolutePath | None = None
     """Absolute path on the shared file system for checkpoints and results (sets the sweep's `checkpoint.storage_path` or the train config's `experiment.storage_path`)."""
-    workdir: str | None = None
+    workdir: AbsolutePath | None = None
     """Absolute path the driver runs in on the head node (default: the experiment folder)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the driver and every Ray process."""
@@ -103,42 +104,42 @@ class SlurmConfig(_Section):
 
     @field_validator("partition")
     @classmethod
-    def _partition(cls, value):
+    def _partition(cls, value: str | None) -> str | None:
         if value is not None and not all(_SLURM_NAME.match(p) for p in value.split(",")):
             raise ValueError("must be partition names (letters, digits and `_.-`, at most 64), separated by commas")
         return value
 
     @field_validator("account", "qos")
     @classmethod
-    def _name(cls, value):
+    def _name(cls, value: str | None) -> str | None:
         if value is not None and not _SLURM_NAME.match(value):
             raise ValueError("must be a name of letters, digits and `_.-` (at most 64), not starting with `.` or `-`")
         return value
 
     @field_validator("job_name")
     @classmethod
-    def _job_name(cls, value):
+    def _job_name(cls, value: str | None) -> str | None:
         if value is not None and not _JOB_NAME.match(value):
             raise ValueError("must be letters, digits and `_.+-` (at most 128), not starting with `.`, `+` or `-`")
         return value
 
     @field_validator("gpu_type")
     @classmethod
-    def _gpu_type(cls, value):
+    def _gpu_type(cls, value: str | None) -> str | None:
         if value is not None and not _GPU_TYPE.match(value):
             raise ValueError("must be a GPU type name: letters, digits and `_.-`")
         return value
 
     @field_validator("time_limit")
     @classmethod
-    def _time(cls, value):
+    def _time(cls, value: str | None) -> str | None:
         if value is not None:
             time_limit_seconds(value)
         return value
 
     @field_validator("extra_sbatch")
     @classmethod
-    def _extra(cls, value):
+    def _extra(cls, value: list[str]) -> list[str]:
         for option in value:
             if _has_control(option):
                 raise ValueError(f"{option!r}: an #SBATCH option must be one line (no newlines, tabs or control characters)")
@@ -154,28 +155,17 @@ class SlurmConfig(_Section):
                 raise ValueError(f"{option!r}: raytrain writes --{key} itself; {hint}")
         return value
 
-    @field_validator("python", "venv", "storage_path", "workdir")
-    @classmethod
-    def _absolute(cls, value):
-        # Used on the nodes and quoted there: `~` would not be expanded.
-        return _absolute_path(value)
-
     @field_validator("env")
     @classmethod
-    def _env(cls, value):
-        bad = [k for k in value if not _ENV_KEY.match(k)]
-        if bad:
-            raise ValueError(f"variable names must be letters, digits and `_`, not starting with a digit: {bad}")
-        nul = [k for k, v in value.items() if "\0" in str(v)]
-        if nul:
-            raise ValueError(f"values must not contain a NUL byte: {nul}")
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        check_env(value)
         owned = [k for k in value if k.startswith("RAY_AUTH") or k in ("RAY_ADDRESS",)]
         if owned:
             raise ValueError(f"{owned}: set by the job itself (use `auth:` for authentication)")
         return value
 
     @model_validator(mode="after")
-    def _checks(self, info: ValidationInfo):
+    def _checks(self, info: ValidationInfo) -> SlurmConfig:
         if (info.context or {}).get("fields_only"):
             return self  # load_slurm reports these itself, each with its file:line
         problems = self.problems()
@@ -185,7 +175,7 @@ class SlurmConfig(_Section):
 
     def problems(self) -> list[tuple[tuple[str, ...], str]]:
         """What no single field shows, as (key path, message): `load_slurm` reports them with file:line."""
-        out = []
+        out: list[tuple[tuple[str, ...], str]] = []
         if self.python and self.venv:
             out.append((("venv",), "give `python` or `venv`, not both"))
         if self.time_limit is not None:
@@ -211,7 +201,7 @@ class SlurmConfig(_Section):
         return f"gpu:{self.gpu_type}:{self.gpus_per_node}" if self.gpu_type else f"gpu:{self.gpus_per_node}"
 
 
-def load_slurm(path, overrides: list[str] | None = None) -> SlurmConfig:
+def load_slurm(path: str | Path, overrides: list[str] | None = None) -> SlurmConfig:
     """Read and check a Slurm file. Raises ConfigError with file:line for every problem."""
     from pydantic import ValidationError
 
