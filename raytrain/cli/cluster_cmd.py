@@ -4,26 +4,35 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from raytrain.cli.common import SetOption, err, handle_errors, out
+
+if TYPE_CHECKING:
+    from raytrain.cluster.lifecycle import Status
+    from raytrain.cluster.runner import Runner
+    from raytrain.config.cluster import ClusterConfig
 
 app = typer.Typer(help="Start, stop and inspect an on-prem Ray cluster over SSH.", no_args_is_help=True, rich_markup_mode=None)
 
 FileArg = Annotated[Path, typer.Argument(help="Cluster YAML (head, workers, ssh, storage, auth).")]
 
 
-def _load(file, set_, *, starting=False, insecure=False):
+def _load(file: Path, set_: list[str] | None, *, starting: bool = False, insecure: bool = False) -> ClusterConfig:
     from raytrain.config.cluster import load_cluster
 
     return load_cluster(file, set_ or [], starting=starting, insecure=insecure)
 
 
-def _warn_exposure(cfg) -> None:
+def _token_file(cfg: ClusterConfig) -> str:
+    """The token's path as messages show it (under ~, the same on every machine)."""
+    return f"~/{cfg.token_path}"
+
+
+def _warn_exposure(cfg: ClusterConfig) -> None:
     from raytrain.config.cluster import exposure_warnings
 
     for text in exposure_warnings(cfg):
@@ -33,13 +42,13 @@ def _warn_exposure(cfg) -> None:
 InsecureOption = Annotated[bool, typer.Option("--insecure", help="Allow a network-open dashboard with auth disabled.")]
 
 
-def _print_commands(runner) -> None:
+def _print_commands(runner: Runner) -> None:
     """What a dry run would have run: one line per command, prefixed with its node."""
-    for node, command in runner.commands:
+    for node, command in runner.recorded():
         out.print(f"[{node}] {command}", markup=False)
 
 
-def _runner(cfg, dry_run=False):
+def _runner(cfg: ClusterConfig, dry_run: bool = False) -> Runner:
     from raytrain.cluster.runner import DryRunner, SSHRunner
 
     return DryRunner(cfg.ssh) if dry_run else SSHRunner(cfg.ssh)
@@ -103,7 +112,7 @@ def up(
     _print_status(cfg, shown)
     if cfg.head.dashboard.enabled and cfg.auth.mode == "token":
         # The path, never the token itself: output ends up in logs and terminals others read.
-        out.print(f"dashboard login: paste the token from ~/.raytrain/clusters/{cfg.name}/auth_token "
+        out.print(f"dashboard login: paste the token from {_token_file(cfg)} "
                   "into its \"Authentication Token Required\" box", markup=False)
     err.print(ports, markup=False)
 
@@ -229,21 +238,20 @@ def netcheck(
 @handle_errors
 def dashboard(file: FileArg, set_: SetOption = None, port: int = typer.Option(8265, help="Local port.")) -> None:
     """Forward the head's dashboard to localhost over SSH (like `ray dashboard`); Ctrl-C to stop."""
-    from raytrain.cluster.runner import LOCAL_HOSTS, ssh_argv
+    from raytrain.cluster.runner import SSHRunner
 
     cfg = _load(file, set_)
-    d = cfg.head.dashboard
-    if cfg.head.host in LOCAL_HOSTS:
-        out.print(f"the dashboard is local: http://{d.url_host(cfg.head.ip)}:{d.port}", markup=False)
+    if cfg.head.local:
+        out.print(f"the dashboard is local: {cfg.dashboard_url}", markup=False)
         return
-    argv = ssh_argv(cfg.head, cfg.ssh, "-N", "-L", f"{port}:{d.tunnel_target}:{d.port}")
     err.print(f"dashboard: http://127.0.0.1:{port}  (Ctrl-C to close the tunnel)", markup=False)
     if cfg.auth.mode == "token":
-        err.print(f"log in with the token in ~/.raytrain/clusters/{cfg.name}/auth_token", markup=False)
-    subprocess.run(argv, check=False)
+        err.print(f"log in with the token in {_token_file(cfg)}", markup=False)
+    d = cfg.head.dashboard
+    SSHRunner(cfg.ssh).forward(cfg.head, port, d.tunnel_target, d.port)
 
 
-def _print_status(cfg, st) -> None:
+def _print_status(cfg: ClusterConfig, st: Status) -> None:
     from rich.table import Table
 
     table = Table(title=f"cluster {cfg.name} at {st.address}", title_justify="left")
@@ -255,6 +263,7 @@ def _print_status(cfg, st) -> None:
     for n in st.extra:
         table.add_row(n.get("hostname") or "?", "(not in file)", n["ip"], "alive" if n["alive"] else "dead", f"{n['resources'].get('CPU', '-')}", "", "", "")
     out.print(table)
-    out.print(f"dashboard: {st.dashboard_url}" + ("  (raytrain cluster dashboard FILE to reach it from here)" if cfg.head.dashboard.enabled and cfg.head.dashboard.loopback and cfg.head.host not in ("localhost", "127.0.0.1") else ""), markup=False)
+    hint = "  (raytrain cluster dashboard FILE to reach it from here)" if cfg.dashboard_tunneled else ""
+    out.print(f"dashboard: {st.dashboard_url}{hint}", markup=False)
     if cfg.auth.mode == "token":
-        out.print(f"auth: token (~/.raytrain/clusters/{cfg.name}/auth_token); drivers: raytrain train/tune --cluster FILE", markup=False)
+        out.print(f"auth: token ({_token_file(cfg)}); drivers: raytrain train/tune --cluster FILE", markup=False)

@@ -7,22 +7,27 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import secrets
 import stat
 import time
-import uuid
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from raytrain.cluster import plan
-from raytrain.cluster.runner import CommandResult, DryRunner, Runner
+from raytrain.cluster.runner import CommandResult, Runner, Secret
 from raytrain.config.cluster import ClusterConfig, NodeConfig
 from raytrain.errors import ClusterError, ConfigError, ConfigIssue
 
+T = TypeVar("T")
+R = TypeVar("R")
+Node = dict[str, Any]
+"""A node as the head's GCS lists it: ip, alive, resources, hostname."""
 
-def parallel(fn, items):
+
+def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """fn over items in threads, results in the order of items."""
     items = list(items)
     if not items:
@@ -31,9 +36,13 @@ def parallel(fn, items):
         return list(pool.map(fn, items))
 
 
+def _quiet(text: str) -> None:
+    """An `on_step` that shows nothing."""
+
+
 @dataclass
 class CheckReport:
-    versions: dict[str, dict] = field(default_factory=dict)
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)
     """node -> {python, ray, hostname}"""
     problems: list[str] = field(default_factory=list)
 
@@ -43,23 +52,19 @@ class CheckReport:
 
 
 def local_token_path(cfg: ClusterConfig) -> Path:
-    return Path(os.path.expanduser(f"~/.raytrain/clusters/{cfg.name}/auth_token"))
+    """The cluster's token on this machine."""
+    return Path(os.path.expanduser("~"), cfg.token_path)
 
 
 def check(cfg: ClusterConfig, runner: Runner, *, nodes: list[NodeConfig] | None = None, ports: bool = True) -> CheckReport:
     """The preflight, in parallel on all (or the given) nodes: SSH, versions, head ports, shared storage."""
-    from importlib import metadata
-
     report = CheckReport()
     nodes = list(cfg.nodes if nodes is None else nodes)
+    here = plan.this_machine()  # first: the probes' threads then find it made (a dry run lists them in order)
     results = parallel(lambda n: runner.run(n, plan.probe(cfg), timeout=cfg.ssh.connect_timeout + 30), nodes)
-    here = {"python": platform.python_version(), "ray": metadata.version("ray"), "hostname": platform.node()}
     report.versions["(this machine)"] = here
     reachable = []
     for node, res in zip(nodes, results):
-        if isinstance(runner, DryRunner):
-            reachable.append(node)  # so that the dry run shows the port and storage checks' commands too
-            continue
         if not res.ok:
             report.problems.append(f"cannot run Python on {res.describe()}")
             continue
@@ -74,11 +79,11 @@ def check(cfg: ClusterConfig, runner: Runner, *, nodes: list[NodeConfig] | None 
     # or only in major.minor when that variable is `minor` (set it under `env:` to allow patch differences).
     minor_only = str(cfg.env.get("RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", "patch")) == "minor"
 
-    def python_of(v: dict) -> str:
+    def python_of(v: dict[str, str]) -> str:
         return v["python"].rsplit(".", 1)[0] if minor_only else v["python"]
 
     differing = {n: v for n, v in report.versions.items() if (python_of(v), v["ray"]) != (python_of(here), here["ray"])}
-    if differing and not isinstance(runner, DryRunner):
+    if differing:
         table = "\n".join(f"    {n}: Python {v['python']}, Ray {v['ray']}" for n, v in report.versions.items())
         report.problems.append(
             f"Python/Ray versions differ between nodes ({', '.join(differing)}); every node and this machine "
@@ -98,27 +103,26 @@ def check(cfg: ClusterConfig, runner: Runner, *, nodes: list[NodeConfig] | None 
                 "`raytrain cluster status`; or pin other ports under `ports:`)"
             )
     if cfg.storage.path and (cfg.head in reachable or cfg.head not in nodes):
-        report.problems += _check_storage(cfg, runner, [n for n in reachable if n is not cfg.head])
+        report.problems += _check_storage(cfg, runner, cfg.storage.path, [n for n in reachable if n is not cfg.head])
     return report
 
 
-def _check_storage(cfg: ClusterConfig, runner: Runner, workers: list[NodeConfig]) -> list[str]:
-    token = uuid.uuid4().hex
-    path = cfg.storage.path
+def _check_storage(cfg: ClusterConfig, runner: Runner, path: str, workers: list[NodeConfig]) -> list[str]:
+    marker = plan.Marker(path)
     # On a share that `up` mounts itself the directory may be created; anywhere else it must exist (a typo
     # would otherwise become a new, unshared directory on the head).
-    res = runner.run(cfg.head, plan.write_marker(path, token, create=cfg.storage.nfs is not None), timeout=30)
+    res = runner.run(cfg.head, plan.write_marker(marker, create=cfg.storage.nfs is not None), timeout=30)
     if res.returncode == plan.MISSING_DIR_RC:
         return [f"storage.path {path} does not exist on the head ({cfg.head.node_name}): create it on the shared "
                 "(NFS) mount, or fix storage.path"]
     if not res.ok:
         return [f"storage.path {path} is not writable on the head: {res.describe()}"]
     try:
-        results = parallel(lambda n: runner.run(n, plan.read_marker(path, token), timeout=30), workers)
-        bad = [n.node_name for n, r in zip(workers, results) if not r.ok or r.stdout.strip() != token]
+        results = parallel(lambda n: runner.run(n, plan.read_marker(marker), timeout=30), workers)
+        bad = [n.node_name for n, r in zip(workers, results) if not r.ok or not marker.seen_in(r.stdout)]
     finally:
-        runner.run(cfg.head, plan.remove_marker(path, token), timeout=30)
-    if bad and not isinstance(runner, DryRunner):
+        runner.run(cfg.head, plan.remove_marker(marker), timeout=30)
+    if bad:
         fix = f"Mount the shared (NFS) directory at {path} on every node."
         if cfg.storage.nfs is not None:
             fix = (f"`raytrain cluster up` mounts {plan.nfs_share(cfg)} at {cfg.storage.mount_point} where nothing "
@@ -130,14 +134,16 @@ def _check_storage(cfg: ClusterConfig, runner: Runner, workers: list[NodeConfig]
     return []
 
 
-def _alive(cfg: ClusterConfig, runner: Runner) -> list[dict] | None:
+def _alive(cfg: ClusterConfig, runner: Runner) -> list[Node] | None:
+    """The nodes the head's GCS knows, None when it cannot be asked (the head is down or unreachable)."""
     res = runner.run(cfg.head, plan.list_nodes(cfg), timeout=60)
     if not res.ok:
         return None
     try:
-        return json.loads(res.stdout.strip().splitlines()[-1])  # None when the GCS port is closed
+        nodes: list[Node] | None = json.loads(res.stdout.strip().splitlines()[-1])  # None when the GCS port is closed
     except (ValueError, IndexError):
         return None
+    return nodes
 
 
 def _private_folder(path: Path) -> None:
@@ -168,6 +174,16 @@ def check_token_file(path: Path) -> None:
             str(path), "", f"the cluster's token is readable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
             f"whoever reads it controls the cluster. Run `chmod 600 {path}` (and consider a new token: delete the "
             "file and run `raytrain cluster up --restart`)")])
+
+
+def token_for_driver(cfg: ClusterConfig) -> Path:
+    """The token file a driver or a job client on this machine uses: ClusterError when there is none yet,
+    ConfigError when others could read it."""
+    path = local_token_path(cfg)
+    if not path.exists():
+        raise ClusterError(f"no token for cluster {cfg.name} at {path}: run `raytrain cluster up` from this machine first")
+    check_token_file(path)
+    return path
 
 
 def read_token(cfg: ClusterConfig) -> str:
@@ -201,7 +217,7 @@ class MountResult:
         return f"{self.node}: {self.action} {self.detail}"
 
 
-def mount_storage(cfg: ClusterConfig, runner: Runner, *, on_step=lambda text: None) -> list[MountResult]:
+def mount_storage(cfg: ClusterConfig, runner: Runner, *, on_step: Callable[[str], None] = _quiet) -> list[MountResult]:
     """Mount `storage.nfs` on every node where nothing is mounted at the mount point yet, in parallel.
 
     Nodes where something is mounted there are left alone (and what is mounted is reported). Raises
@@ -210,22 +226,21 @@ def mount_storage(cfg: ClusterConfig, runner: Runner, *, on_step=lambda text: No
     nfs = cfg.storage.nfs
     if nfs is None:
         return []
-    dry = isinstance(runner, DryRunner)
     point, share = cfg.storage.mount_point, plan.nfs_share(cfg)
 
     def one(node: NodeConfig) -> MountResult | CommandResult:
         if plan.is_nfs_server(cfg, node):
             return MountResult(node.node_name, "nfs server", f"(uses {nfs.export} in place)")
         probe = runner.run(node, plan.nfs_probe(cfg), timeout=cfg.ssh.connect_timeout + 30)
-        if not dry and probe.ok:
+        if probe.ok:
             mounted = "; ".join(probe.stdout.strip().splitlines()) or "?"
             return MountResult(node.node_name, "already mounted", f"{point} ({mounted})")
-        if not dry and probe.returncode != 1:  # findmnt exits 1 when nothing is mounted there
+        if probe.returncode != 1:  # findmnt exits 1 when nothing is mounted there
             return probe
         res = runner.run(node, plan.nfs_mount(cfg), timeout=cfg.ssh.connect_timeout + nfs.mount_timeout_s)
         if not res.ok:
             return res
-        return MountResult(node.node_name, "would mount" if dry else "mounted", f"{share} at {point}")
+        return MountResult(node.node_name, "would mount" if runner.dry_run else "mounted", f"{share} at {point}")
 
     on_step(f"storage: mounting {share} at {point} where it is not mounted yet")
     results = parallel(one, cfg.nodes)
@@ -255,23 +270,108 @@ def unmount_storage(cfg: ClusterConfig, runner: Runner, mounts: list[MountResult
 @dataclass
 class UpReport:
     already_up: bool
-    nodes: list[dict]
+    nodes: list[Node]
     seconds: float
     commands: list[tuple[str, str]] = field(default_factory=list)
+    """What a dry run recorded instead of running it (empty when the commands ran)."""
     mounts: list[MountResult] = field(default_factory=list)
     """What the NFS mount step did per node (empty without `storage.nfs`)."""
-    versions: dict[str, dict] = field(default_factory=dict)
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)
     """node name -> {python, ray, hostname}, from the preflight (the nodes it checked)."""
+
+
+def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: bool = True,
+       on_step: Callable[[str], None] = _quiet) -> UpReport:
+    """Start the head, then every worker in parallel; wait until all are alive. All or nothing.
+
+    With `storage.nfs`, first mounts the share on every node where it is not mounted yet (before the
+    preflight checks that storage.path is shared). On a cluster that is up, starts nothing; on one whose
+    head is up but some workers are not (a worker host rebooted), starts just those workers.
+    """
+    t0 = time.perf_counter()
+    mounts = mount_storage(cfg, runner, on_step=on_step)
+    to_start, running = _nodes_to_start(cfg, runner, restart=restart, on_step=on_step)
+    if not to_start:
+        return UpReport(True, running, time.perf_counter() - t0, mounts=mounts)
+    versions = _preflight(cfg, runner, to_start, mounts, on_step) if preflight else {}
+    _install_token(cfg, runner, to_start)
+    nodes = _start(cfg, runner, to_start, on_step)
+    return UpReport(False, nodes, time.perf_counter() - t0, runner.recorded(), mounts, versions)
+
+
+def _nodes_to_start(cfg: ClusterConfig, runner: Runner, *, restart: bool,
+                    on_step: Callable[[str], None]) -> tuple[list[NodeConfig], list[Node]]:
+    """The nodes `up` starts, and the nodes the head's GCS lists (empty when it is down).
+
+    Every node when the cluster is down (or stopped first with `restart`); else the workers that are not alive.
+    """
+    # A dry run shows how a stopped cluster is started: it does not ask whether this one runs.
+    nodes = None if runner.dry_run else _alive(cfg, runner)
+    if nodes is None:
+        return list(cfg.nodes), []
+    if restart:
+        on_step("--restart: stopping the running cluster first")
+        down(cfg, runner)
+        _wait_ports_free(cfg, runner)
+        return list(cfg.nodes), []
+    alive_ips = {n["ip"] for n in nodes if n["alive"]}
+    missing = [w for w in cfg.workers if w.ip not in alive_ips]
+    if missing:
+        on_step(f"the head is up; starting the missing worker(s): {', '.join(w.node_name for w in missing)}")
+    return missing, nodes
+
+
+def _preflight(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig], mounts: list[MountResult],
+               on_step: Callable[[str], None]) -> dict[str, dict[str, str]]:
+    """`check` on the nodes to start (the head's ports only if it is one): their versions, or ClusterError
+    listing every problem, after unmounting the share where this `up` mounted it."""
+    on_step("preflight: ssh, versions, ports, storage on every node")
+    report = check(cfg, runner, nodes=nodes, ports=cfg.head in nodes)
+    if not report.ok:
+        undone = unmount_storage(cfg, runner, mounts)
+        note = f"\n  (the NFS share was unmounted again on {', '.join(undone)})" if undone else ""
+        raise ClusterError("preflight failed, nothing was started:\n  " + "\n  ".join(report.problems) + note)
+    return report.versions
 
 
 def _install_token(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig]) -> None:
     if cfg.auth.mode != "token":
         return
-    token = "<token>" if isinstance(runner, DryRunner) else ensure_token(cfg)
-    results = parallel(lambda n: runner.run(n, plan.install_token(cfg), stdin=token + "\n", timeout=cfg.ssh.connect_timeout + 30), nodes)
+    # Made (on this machine) only when a command really runs: a dry run creates no token.
+    token = Secret(lambda: ensure_token(cfg) + "\n")
+    results = parallel(lambda n: runner.run(n, plan.install_token(cfg), stdin=token, timeout=cfg.ssh.connect_timeout + 30), nodes)
     failed = [r for r in results if not r.ok]
     if failed:
         raise ClusterError("could not install the auth token, nothing was started:\n  " + "\n  ".join(r.describe() for r in failed))
+
+
+def _start(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig], on_step: Callable[[str], None]) -> list[Node]:
+    """`ray start` on the head (when it is one of `nodes`), then on the workers in parallel; wait until every
+    node is alive and return the GCS's list. On any failure, stops Ray again where this ran `ray start`."""
+    # Every node this ran `ray start` on, failed ones included: a `ray start` that exits non-zero
+    # (or times out) may already have started a raylet or the GCS.
+    attempted: list[NodeConfig] = []
+    try:
+        if cfg.head in nodes:
+            on_step(f"starting the head on {cfg.head.node_name}")
+            attempted.append(cfg.head)
+            res = runner.run(cfg.head, plan.start_head(cfg), timeout=cfg.start_timeout_s)
+            if not res.ok:
+                raise ClusterError(f"the head failed to start: {res.describe()}")
+        workers = [n for n in nodes if n is not cfg.head]
+        if workers:
+            on_step(f"starting {len(workers)} worker(s) in parallel")
+        attempted += workers
+        results = parallel(lambda n: runner.run(n, plan.start_worker(cfg, n), timeout=cfg.start_timeout_s), workers)
+        failed = [r for r in results if not r.ok]
+        if failed:
+            raise ClusterError("worker(s) failed to start:\n  " + "\n  ".join(r.describe() for r in failed))
+        return _wait_alive(cfg, runner)
+    except BaseException:
+        if attempted:
+            on_step(f"failed: stopping Ray on {', '.join(n.node_name for n in attempted)}")
+            parallel(lambda n: runner.run(n, plan.stop(cfg), timeout=60), list(reversed(attempted)))
+        raise
 
 
 def _wait_ports_free(cfg: ClusterConfig, runner: Runner, timeout_s: float = 30) -> None:
@@ -285,81 +385,17 @@ def _wait_ports_free(cfg: ClusterConfig, runner: Runner, timeout_s: float = 30) 
         time.sleep(0.5)
 
 
-def _wait_alive(cfg: ClusterConfig, runner: Runner) -> list[dict]:
+def _wait_alive(cfg: ClusterConfig, runner: Runner) -> list[Node]:
     deadline = time.monotonic() + cfg.start_timeout_s
-    nodes: list[dict] | None = None
+    nodes: list[Node] | None = None
     while time.monotonic() < deadline:
         nodes = _alive(cfg, runner)
-        if {n.ip for n in cfg.nodes} <= {x["ip"] for x in nodes or [] if x["alive"]}:
+        if nodes is not None and {n.ip for n in cfg.nodes} <= {x["ip"] for x in nodes if x["alive"]}:
             return nodes
         time.sleep(0.5)
     alive = {x["ip"] for x in nodes or [] if x["alive"]}
     missing = [n.node_name for n in cfg.nodes if n.ip not in alive]
     raise ClusterError(f"timed out after {cfg.start_timeout_s:g} s waiting for {', '.join(missing)} to join")
-
-
-def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: bool = True, on_step=lambda text: None) -> UpReport:
-    """Start the head, then every worker in parallel; wait until all are alive. All or nothing.
-
-    With `storage.nfs`, first mounts the share on every node where it is not mounted yet (before the
-    preflight checks that storage.path is shared). On a cluster that is up, starts nothing; on one whose
-    head is up but some workers are not (a worker host rebooted), starts just those workers.
-    """
-    t0 = time.perf_counter()
-    dry = isinstance(runner, DryRunner)
-    mounts = mount_storage(cfg, runner, on_step=on_step)
-    to_start = list(cfg.nodes)
-    if not dry:
-        nodes = _alive(cfg, runner)
-        if nodes is not None:
-            alive_ips = {n["ip"] for n in nodes if n["alive"]}
-            if restart:
-                on_step("--restart: stopping the running cluster first")
-                down(cfg, runner)
-                _wait_ports_free(cfg, runner)
-            else:
-                to_start = [w for w in cfg.workers if w.ip not in alive_ips]
-                if not to_start:
-                    return UpReport(True, nodes, time.perf_counter() - t0, mounts=mounts)
-                on_step(f"the head is up; starting the missing worker(s): {', '.join(w.node_name for w in to_start)}")
-    head_needed = cfg.head in to_start
-    versions: dict[str, dict] = {}
-    if preflight:
-        on_step("preflight: ssh, versions, ports, storage on every node")
-        report = check(cfg, runner, nodes=to_start, ports=head_needed)
-        if not report.ok and not dry:
-            undone = unmount_storage(cfg, runner, mounts)
-            note = f"\n  (the NFS share was unmounted again on {', '.join(undone)})" if undone else ""
-            raise ClusterError("preflight failed, nothing was started:\n  " + "\n  ".join(report.problems) + note)
-        versions = report.versions
-    _install_token(cfg, runner, to_start)
-    # Every node this `up` ran `ray start` on, failed ones included: a `ray start` that exits non-zero
-    # (or times out) may already have started a raylet or the GCS.
-    attempted: list[NodeConfig] = []
-    try:
-        if head_needed:
-            on_step(f"starting the head on {cfg.head.node_name}")
-            attempted.append(cfg.head)
-            res = runner.run(cfg.head, plan.start_head(cfg), timeout=cfg.start_timeout_s)
-            if not res.ok:
-                raise ClusterError(f"the head failed to start: {res.describe()}")
-        workers = [n for n in to_start if n is not cfg.head]
-        if workers:
-            on_step(f"starting {len(workers)} worker(s) in parallel")
-        attempted += workers
-        results = parallel(lambda n: runner.run(n, plan.start_worker(cfg, n), timeout=cfg.start_timeout_s), workers)
-        failed = [r for r in results if not r.ok]
-        if failed:
-            raise ClusterError("worker(s) failed to start:\n  " + "\n  ".join(r.describe() for r in failed))
-        if dry:
-            _alive(cfg, runner)  # shows the command `up` polls until every node has joined
-            return UpReport(False, [], time.perf_counter() - t0, list(runner.commands), mounts)
-        return UpReport(False, _wait_alive(cfg, runner), time.perf_counter() - t0, mounts=mounts, versions=versions)
-    except BaseException:
-        if attempted and not dry:
-            on_step(f"failed: stopping Ray on {', '.join(n.node_name for n in attempted)}")
-            parallel(lambda n: runner.run(n, plan.stop(cfg), timeout=60), list(reversed(attempted)))
-        raise
 
 
 def down(cfg: ClusterConfig, runner: Runner) -> list[CommandResult]:
@@ -372,17 +408,17 @@ def down(cfg: ClusterConfig, runner: Runner) -> list[CommandResult]:
 @dataclass
 class Status:
     head_reachable: bool
-    nodes: list[dict]
+    nodes: list[dict[str, Any]]
     """Each defined node: name, host, ip, state (alive / dead / not joined), resources."""
-    extra: list[dict]
+    extra: list[Node]
     """Nodes the cluster has that the file does not define."""
     dashboard_url: str
     address: str
 
 
-def _versions(cfg: ClusterConfig, runner: Runner) -> list[dict]:
+def _versions(cfg: ClusterConfig, runner: Runner) -> list[dict[str, str]]:
     results = parallel(lambda n: runner.run(n, plan.probe(cfg), timeout=cfg.ssh.connect_timeout + 20), cfg.nodes)
-    out = []
+    out: list[dict[str, str]] = []
     for res in results:
         try:
             out.append(json.loads(res.stdout.strip().splitlines()[-1]) if res.ok else {"error": "unreachable"})
@@ -391,7 +427,8 @@ def _versions(cfg: ClusterConfig, runner: Runner) -> list[dict]:
     return out
 
 
-def status(cfg: ClusterConfig, runner: Runner, *, known: list[dict] | None = None, versions: list[dict] | None = None) -> Status:
+def status(cfg: ClusterConfig, runner: Runner, *, known: list[Node] | None = None,
+           versions: list[dict[str, str]] | None = None) -> Status:
     """The cluster as its head sees it. `known` (the head's node list) and `versions` (per node of the file)
     may be given when the caller has just read them (`up`), to spare the SSH round trips."""
     if known is None or versions is None:
@@ -399,26 +436,26 @@ def status(cfg: ClusterConfig, runner: Runner, *, known: list[dict] | None = Non
             probed = pool.submit(_versions, cfg, runner) if versions is None else None
             known = _alive(cfg, runner) if known is None else known
             versions = probed.result() if probed is not None else versions
-    by_ip: dict[str, dict] = {}
+    assert versions is not None
+    by_ip: dict[str, Node] = {}
     for n in known or []:
         # A node that rejoined has an alive and a dead entry: alive wins.
         if n["ip"] not in by_ip or n["alive"]:
             by_ip[n["ip"]] = n
     rows = []
     for node, version in zip(cfg.nodes, versions):
-        n = by_ip.get(node.ip)
-        state = "alive" if n and n["alive"] else "dead" if n else "not joined"
+        listed = by_ip.get(node.ip)
+        state = "alive" if listed and listed["alive"] else "dead" if listed else "not joined"
         rows.append({
             "name": node.node_name, "host": node.host, "ip": node.ip, "role": "head" if node is cfg.head else "worker",
             "state": state if known is not None else "unknown (head unreachable or down)",
-            "resources": (n or {}).get("resources", {}),
+            "resources": (listed or {}).get("resources", {}),
             "python": version.get("python", version.get("error")),
             "ray": version.get("ray", version.get("error")),
         })
     defined = {n.ip for n in cfg.nodes}
     extra = [n for n in by_ip.values() if n["ip"] not in defined]
-    d = cfg.head.dashboard
-    url = f"http://{d.url_host(cfg.head.ip)}:{d.port}" if d.enabled else "(dashboard disabled)"
+    url = cfg.dashboard_url if cfg.head.dashboard.enabled else "(dashboard disabled)"
     return Status(known is not None, rows, extra, url, cfg.address)
 
 
@@ -444,7 +481,7 @@ def driver_env(cfg: ClusterConfig) -> dict[str, str]:
     A Ray driver runs on a node of the cluster (it talks to its local raylet), so this machine must be
     one of the cluster's nodes (usually the head).
     """
-    if not any(n.host in ("localhost", "127.0.0.1") or is_local_address(n.ip) for n in cfg.nodes):
+    if not any(n.local or is_local_address(n.ip) for n in cfg.nodes):
         raise ClusterError(
             f"this machine is not a node of cluster {cfg.name} ({', '.join(n.ip for n in cfg.nodes)}), and a Ray "
             f"driver must run on one: run the command on the head, e.g. `ssh {cfg.head.host} raytrain ...`, "
@@ -452,9 +489,5 @@ def driver_env(cfg: ClusterConfig) -> dict[str, str]:
         )
     env = {"RAY_ADDRESS": cfg.address, "RAY_AUTH_MODE": cfg.auth.mode}
     if cfg.auth.mode == "token":
-        path = local_token_path(cfg)
-        if not path.exists():
-            raise ClusterError(f"no token for cluster {cfg.name} at {path}: run `raytrain cluster up` from this machine first")
-        check_token_file(path)
-        env["RAY_AUTH_TOKEN_PATH"] = str(path)
+        env["RAY_AUTH_TOKEN_PATH"] = str(token_for_driver(cfg))
     return env

@@ -1,12 +1,20 @@
-"""What to run where: the exact shell commands for each node, built from a ClusterConfig (pure, no I/O)."""
+"""What to run where: the exact shell commands for each node, built from a ClusterConfig (nothing here runs them).
+
+Each command carries the answer a node gives where all is well, so that a dry run, which runs nothing,
+answers like a stopped cluster that passes every check, and the code reading the answers has no dry-run case.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
+import platform
 import posixpath
 import shlex
+import uuid
+from dataclasses import dataclass, field
 
-from raytrain.config.cluster import EXPORT_PATH, OPTIONS_RE, ClusterConfig, NodeConfig, check_single_host
+from raytrain.config.cluster import EXPORT_PATH, OPTIONS_RE, ClusterConfig, NFSConfig, NodeConfig, check_single_host
 from raytrain.errors import ConfigError
 
 # Ray's version from its installed metadata: importing Ray itself takes a second or more per node.
@@ -33,6 +41,18 @@ class Shell(str):
     """A shell word made here from quoted parts (only `"$HOME"` is left for the node's shell to expand)."""
 
 
+class Command(str):
+    """A command line, with what it answers on a node where all is well: a dry run's answer."""
+
+    dry_stdout: str
+    dry_returncode: int
+
+    def __new__(cls, text: str, *, dry_stdout: str = "", dry_returncode: int = 0) -> Command:
+        command = super().__new__(cls, text)
+        command.dry_stdout, command.dry_returncode = dry_stdout, dry_returncode
+        return command
+
+
 def line(*words: str) -> str:
     """The one seam where a command line is assembled: every word is quoted unless it is a `Shell` word."""
     return " ".join(w if isinstance(w, Shell) else shlex.quote(str(w)) for w in words)
@@ -45,11 +65,11 @@ def _home(*parts: str) -> Shell:
 
 def token_dir(cfg: ClusterConfig) -> Shell:
     """Where the token lives on every node and on the driver (a shell word, `$HOME` expanded by the node's shell)."""
-    return _home(".raytrain", "clusters", cfg.name)
+    return _home(posixpath.dirname(cfg.token_path))
 
 
 def _token_file(cfg: ClusterConfig) -> Shell:
-    return _home(".raytrain", "clusters", cfg.name, "auth_token")
+    return _home(cfg.token_path)
 
 
 def ray_bin(cfg: ClusterConfig) -> str:
@@ -108,12 +128,22 @@ def stop(cfg: ClusterConfig) -> str:
     return line(*env_words(cfg), ray_bin(cfg), "stop")
 
 
-def probe(cfg: ClusterConfig) -> str:
-    return line(cfg.python_path, "-c", PROBE)
+@functools.cache
+def this_machine() -> dict[str, str]:
+    """What `probe` prints, for this machine: its Python and Ray versions and its hostname."""
+    from importlib import metadata
+
+    return {"python": platform.python_version(), "ray": metadata.version("ray"), "hostname": platform.node()}
 
 
-def ports_free(cfg: ClusterConfig, ports: list[int]) -> str:
-    return line(cfg.python_path, "-c", PORT_FREE, *map(str, ports))
+def probe(cfg: ClusterConfig) -> Command:
+    """Prints the node's Python and Ray versions and hostname as JSON (a healthy node: those of this machine)."""
+    return Command(line(cfg.python_path, "-c", PROBE), dry_stdout=json.dumps(this_machine()))
+
+
+def ports_free(cfg: ClusterConfig, ports: list[int]) -> Command:
+    """Prints the ports of `ports` that are in use, as a JSON list."""
+    return Command(line(cfg.python_path, "-c", PORT_FREE, *map(str, ports)), dry_stdout="[]")
 
 
 def install_token(cfg: ClusterConfig) -> str:
@@ -132,58 +162,82 @@ def netcheck(cfg: ClusterConfig, size_mb: float, pings: int) -> str:
                 "--size-mb", f"{size_mb:g}", "--pings", str(pings))
 
 
+@dataclass(frozen=True)
+class Marker:
+    """The shared-storage check: a file holding a random token, written in `directory` on one machine and
+    read on the others. Whoever reads the token back sees the same directory; any other answer, a different one."""
+
+    directory: str
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def path(self) -> str:
+        return posixpath.join(self.directory, ".raytrain_shared_check_" + self.token)
+
+    def seen_in(self, text: str) -> bool:
+        """Whether `text`, the file as read on another machine, is this marker."""
+        return text.strip() == self.token
+
+
 MISSING_DIR_RC = 3
 
 
-def write_marker(path: str, token: str, create: bool = False) -> str:
+def write_marker(marker: Marker, create: bool = False) -> str:
     """Write the shared-storage marker. Without `create`, a missing directory exits MISSING_DIR_RC."""
+    path = marker.directory
     first = line("mkdir", "-p", path) if create else f"{{ {line('test', '-d', path)} || exit {MISSING_DIR_RC}; }}"
-    return f"{first} && {line('printf', '%s', token)} > {line(_marker(path, token))}"
+    return f"{first} && {line('printf', '%s', marker.token)} > {line(marker.path)}"
 
 
-def _marker(path: str, token: str) -> str:
-    return posixpath.join(path, ".raytrain_shared_check_" + token)
+def read_marker(marker: Marker) -> Command:
+    return Command(line("cat", marker.path), dry_stdout=marker.token)
 
 
-def read_marker(path: str, token: str) -> str:
-    return line("cat", _marker(path, token))
-
-
-def remove_marker(path: str, token: str) -> str:
-    return line("rm", "-f", _marker(path, token))
+def remove_marker(marker: Marker) -> str:
+    return line("rm", "-f", marker.path)
 
 
 DEFAULT_EXPORT = "/nfsroot"
 DEFAULT_EXPORT_OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
 
 
+def _nfs(cfg: ClusterConfig) -> tuple[NFSConfig, str]:
+    """`storage.nfs` and its mount point, for the steps that run only when the cluster has one."""
+    nfs, point = cfg.storage.nfs, cfg.storage.mount_point
+    assert nfs is not None and point is not None, "the cluster has no storage.nfs"
+    return nfs, point
+
+
 def nfs_share(cfg: ClusterConfig) -> str:
     """`SERVER:EXPORT`, the source of the mount."""
-    return f"{cfg.storage.nfs.server}:{cfg.storage.nfs.export}"
+    nfs, _ = _nfs(cfg)
+    return f"{nfs.server}:{nfs.export}"
 
 
-def nfs_probe(cfg: ClusterConfig) -> str:
+def nfs_probe(cfg: ClusterConfig) -> Command:
     """Prints what is mounted at the mount point (`SOURCE FSTYPE`); exits 1 when nothing is."""
-    return line("findmnt", "-n", "-o", "SOURCE,FSTYPE", "--mountpoint", cfg.storage.mount_point)
+    _, point = _nfs(cfg)
+    return Command(line("findmnt", "-n", "-o", "SOURCE,FSTYPE", "--mountpoint", point), dry_returncode=1)
 
 
 def nfs_mount(cfg: ClusterConfig) -> str:
     """The mount itself, as a lab's admin would type it (needs root: `storage.nfs.sudo` adds `sudo -n`)."""
-    nfs, point = cfg.storage.nfs, cfg.storage.mount_point
+    nfs, point = _nfs(cfg)
     sudo = ["sudo", "-n"] if nfs.sudo else []
     return f"{line(*sudo, 'mkdir', '-p', point)} && {line(*sudo, 'mount', '-t', 'nfs', '-o', nfs.options, nfs_share(cfg), point)}"
 
 
 def nfs_unmount(cfg: ClusterConfig) -> str:
     """Undo `nfs_mount` (the mount point folder stays): what `up` runs where it mounted and then refused."""
-    sudo = ["sudo", "-n"] if cfg.storage.nfs.sudo else []
-    return line(*sudo, "umount", cfg.storage.mount_point)
+    nfs, point = _nfs(cfg)
+    sudo = ["sudo", "-n"] if nfs.sudo else []
+    return line(*sudo, "umount", point)
 
 
 def is_nfs_server(cfg: ClusterConfig, node: NodeConfig) -> bool:
     """Whether `node` is the NFS server and uses the export directory in place (no mount of its own share)."""
-    nfs = cfg.storage.nfs
-    return nfs.server in (node.host, node.ip) and posixpath.normpath(cfg.storage.mount_point) == posixpath.normpath(nfs.export)
+    nfs, point = _nfs(cfg)
+    return nfs.server in (node.host, node.ip) and posixpath.normpath(point) == posixpath.normpath(nfs.export)
 
 
 def exports_line(cfg: ClusterConfig, export: str | None = None, options: str | None = None) -> str:
@@ -229,9 +283,11 @@ NODES_SCRIPT = (
 )
 
 
-def list_nodes(cfg: ClusterConfig) -> str:
-    """Run on the head: the nodes the GCS knows, as JSON."""
-    return line(*env_words(cfg, RAY_ADDRESS=cfg.address), cfg.python_path, "-c", NODES_SCRIPT)
+def list_nodes(cfg: ClusterConfig) -> Command:
+    """Run on the head: the nodes the GCS knows, as JSON (all is well: every node of the file alive)."""
+    alive = [{"ip": n.ip, "alive": True, "resources": {}, "hostname": n.host} for n in cfg.nodes]
+    return Command(line(*env_words(cfg, RAY_ADDRESS=cfg.address), cfg.python_path, "-c", NODES_SCRIPT),
+                   dry_stdout=json.dumps(alive))
 
 
 # Each pinnable port (a key of `ports:`) and what it is; all but the Ray Client's are bound on every node.
@@ -246,7 +302,7 @@ NODE_PORTS = tuple(key for key in PORT_LABELS if key != "ray_client_server_port"
 
 def ports_to_check(cfg: ClusterConfig, node: NodeConfig) -> list[int]:
     """The fixed ports `ray start` will bind on this node: the pinned ones, and on the head its own."""
-    wanted = [getattr(cfg.ports, key) for key in NODE_PORTS if getattr(cfg.ports, key)]
+    wanted: list[int] = [getattr(cfg.ports, key) for key in NODE_PORTS if getattr(cfg.ports, key)]
     if node is cfg.head:
         wanted = [cfg.head.port] + ([cfg.head.dashboard.port] if cfg.head.dashboard.enabled else []) + wanted
         if cfg.ports.ray_client_server_port:

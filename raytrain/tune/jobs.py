@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import socket
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from raytrain.config.cluster import ClusterConfig
 from raytrain.errors import ClusterError, SweepError
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobDetails, JobSubmissionClient
+
+    from raytrain.config.sweep_load import LoadedSweep
 from raytrain.tune.results import SWEEP_FILE
 
 JOB_PREFIX = "raytrain-tune-"
@@ -30,60 +34,33 @@ def submission_id(name: str) -> str:
     return f"{JOB_PREFIX}{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise ClusterError(f"the SSH tunnel to the dashboard exited ({proc.returncode}): {proc.stderr.read().strip()[-500:]}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.1)
-    raise ClusterError(f"the SSH tunnel to the dashboard did not open within {timeout_s:.0f} s")
-
-
 @contextlib.contextmanager
 def dashboard_url(cfg: ClusterConfig) -> Iterator[str]:
     """The head's dashboard URL from this machine, through an SSH tunnel when it listens on the head's loopback."""
     from raytrain.cluster.lifecycle import is_local_address
-    from raytrain.cluster.runner import LOCAL_HOSTS, ssh_argv
+    from raytrain.cluster.runner import SSHRunner
 
     d = cfg.head.dashboard
     if not d.enabled:
         raise ClusterError(f"cluster {cfg.name} runs without a dashboard (head.dashboard.enabled: false): jobs need it")
-    if not d.loopback or cfg.head.host in LOCAL_HOSTS or is_local_address(cfg.head.ip):
-        yield f"http://{d.url_host(cfg.head.ip)}:{d.port}"
+    # A head named by its address or alias may still be this machine: its loopback is reached directly.
+    if not cfg.dashboard_tunneled or is_local_address(cfg.head.ip):
+        yield cfg.dashboard_url
         return
-    port = _free_port()
-    argv = ssh_argv(cfg.head, cfg.ssh, "-N", "-o", "ExitOnForwardFailure=yes", "-L", f"{port}:{d.tunnel_target}:{d.port}")
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_port(port, proc, cfg.ssh.connect_timeout + 10)
+    tunnel = SSHRunner(cfg.ssh).tunnel(cfg.head, d.tunnel_target, d.port, what="the dashboard",
+                                       timeout_s=cfg.ssh.connect_timeout + 10)
+    with tunnel as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @contextlib.contextmanager
-def client(cfg: ClusterConfig):
+def client(cfg: ClusterConfig) -> Iterator[JobSubmissionClient]:
     """A JobSubmissionClient for the cluster's head, authenticated with the cluster's token."""
-    from raytrain.cluster.lifecycle import local_token_path, read_token
+    from raytrain.cluster.lifecycle import token_for_driver
 
     headers = {}
     if cfg.auth.mode == "token":
-        path = local_token_path(cfg)
-        if not path.exists():
-            raise ClusterError(f"no token for cluster {cfg.name} at {path}: run `raytrain cluster up` from this machine first")
-        headers["Authorization"] = f"Bearer {read_token(cfg)}"
+        headers["Authorization"] = f"Bearer {token_for_driver(cfg).read_text().strip()}"
     with dashboard_url(cfg) as url:
         from ray.job_submission import JobSubmissionClient
 
@@ -93,7 +70,7 @@ def client(cfg: ClusterConfig):
             raise ClusterError(f"cannot reach the dashboard of cluster {cfg.name} at {url}: {e}") from None
 
 
-def job_sweep(loaded) -> dict:
+def job_sweep(loaded: LoadedSweep) -> dict[str, Any]:
     """The sweep as one self-contained YAML (base config embedded, overrides applied) for the job's folder."""
     data = loaded.sweep.model_dump(mode="json", exclude_none=True)
     data.pop("base", None)
@@ -103,7 +80,7 @@ def job_sweep(loaded) -> dict:
     return data
 
 
-def submit(cfg: ClusterConfig, loaded) -> str:
+def submit(cfg: ClusterConfig, loaded: LoadedSweep) -> str:
     """Submit the sweep as a Ray Job whose driver runs `raytrain tune` on the head; return its id."""
     job_id = submission_id(loaded.name)
     with tempfile.TemporaryDirectory(prefix="raytrain-job-") as folder:
@@ -124,12 +101,12 @@ def submit(cfg: ClusterConfig, loaded) -> str:
                 raise SweepError(f"the head refused the job: {e}") from None
 
 
-def status(cfg: ClusterConfig, job_id: str) -> dict:
+def status(cfg: ClusterConfig, job_id: str) -> dict[str, Any]:
     with client(cfg) as jobs:
         return _summary(job_id, _info(jobs, job_id, cfg))
 
 
-def _summary(job_id: str, info) -> dict:
+def _summary(job_id: str, info: JobDetails) -> dict[str, Any]:
     return {
         "job_id": job_id,
         "status": str(info.status.value if hasattr(info.status, "value") else info.status),
@@ -141,17 +118,17 @@ def _summary(job_id: str, info) -> dict:
     }
 
 
-def _info(jobs, job_id: str, cfg: ClusterConfig):
+def _info(jobs: JobSubmissionClient, job_id: str, cfg: ClusterConfig) -> JobDetails:
     try:
         return jobs.get_job_info(job_id)
     except RuntimeError as e:
         if "404" in str(e) or "does not exist" in str(e):
-            known = [j.submission_id for j in jobs.list_jobs() if (j.submission_id or "").startswith(JOB_PREFIX)]
+            known = [sid for j in jobs.list_jobs() if (sid := j.submission_id or "").startswith(JOB_PREFIX)]
             raise SweepError(f"no job {job_id} on cluster {cfg.name}; sweep jobs there: {', '.join(known) or 'none'}") from None
         raise
 
 
-def list_jobs(cfg: ClusterConfig) -> list[dict]:
+def list_jobs(cfg: ClusterConfig) -> list[dict[str, Any]]:
     with client(cfg) as jobs:
         rows = [j for j in jobs.list_jobs() if (j.submission_id or "").startswith(JOB_PREFIX)]
     return [{"job_id": j.submission_id, "status": str(j.status.value), "start_time": j.start_time,
@@ -181,7 +158,7 @@ def follow_logs(cfg: ClusterConfig, job_id: str, follow: bool = True) -> Iterato
             loop.close()
 
 
-def stop(cfg: ClusterConfig, job_id: str, timeout_s: float = 120) -> dict:
+def stop(cfg: ClusterConfig, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
     """Stop the job (its `raytrain tune` gets SIGTERM and saves the experiment state); return its final status
     (one connection: over a tunnel, each one costs an SSH login)."""
     with client(cfg) as jobs:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
+from raytrain.cluster.plan import Marker
 from raytrain.errors import SweepError
 
 
@@ -18,10 +18,10 @@ def check_shared_storage(path: str, timeout_s: float = 60.0) -> list[str]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [n for n in ray.nodes() if n.get("Alive")]
-    token = uuid.uuid4().hex
-    marker = Path(path) / f".raytrain_shared_check_{token}"
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(token)
+    marker = Marker(path)
+    written = Path(marker.path)
+    written.parent.mkdir(parents=True, exist_ok=True)
+    written.write_text(marker.token)
 
     @ray.remote(num_cpus=0)
     def read_marker(p: str) -> str:
@@ -35,7 +35,7 @@ def check_shared_storage(path: str, timeout_s: float = 60.0) -> list[str]:
         refs = {
             n["NodeManagerAddress"]: read_marker.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
-            ).remote(str(marker))
+            ).remote(marker.path)
             for n in nodes
         }
         bad = []
@@ -44,10 +44,10 @@ def check_shared_storage(path: str, timeout_s: float = 60.0) -> list[str]:
                 seen = ray.get(ref, timeout=timeout_s)
             except Exception as exc:  # a node that cannot run the check counts as not seeing it
                 seen = f"error: {type(exc).__name__}"
-            if seen != token:
+            if not marker.seen_in(seen):
                 bad.append(f"{address} ({seen if seen.startswith('error') else 'sees a different directory'})")
     finally:
-        marker.unlink(missing_ok=True)
+        written.unlink(missing_ok=True)
     if bad:
         raise SweepError(
             f"checkpoint.storage_path {path} is not the same shared directory on every node; these nodes do "

@@ -23,7 +23,7 @@ from raytrain.cli import app
 from raytrain.cluster import lifecycle, plan
 from raytrain.cluster.runner import DryRunner, SSHRunner, ssh_argv
 from raytrain.config.cluster import ClusterConfig, NodeConfig, SSHConfig, load_cluster
-from raytrain.errors import ConfigError
+from raytrain.errors import ClusterError, ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,7 +153,8 @@ def test_accepted_metacharacters_arrive_literally(write_yaml, tmp_path):
     assert token_path.stdout == f"{home}/.raytrain/clusters/x/auth_token\n"
     missing = subprocess.run(["bash", "-c", plan.probe(cfg)], capture_output=True, text=True)
     assert missing.returncode == 127 and f"{sys.executable} $(touch {canary})" in missing.stderr
-    for command in (plan.write_marker(str(store), "t0k"), plan.read_marker(str(store), "t0k"), plan.remove_marker(str(store), "t0k")):
+    marker = plan.Marker(str(store), "t0k")
+    for command in (plan.write_marker(marker), plan.read_marker(marker), plan.remove_marker(marker)):
         assert subprocess.run(["bash", "-c", command], capture_output=True, text=True).returncode == 0, command
     assert not canary.exists()
 
@@ -192,6 +193,20 @@ def test_ssh_gets_a_double_dash_before_the_destination(tmp_path):
     assert SSHRunner(SSHConfig(user="lab")).display(node, "echo 'a b'") == (
         "ssh -o BatchMode=yes -o ConnectTimeout=10 -o StrictHostKeyChecking=yes -- lab@m8 'echo '\"'\"'a b'\"'\"''"
     )
+
+
+def test_the_dashboard_tunnel_gets_a_double_dash_before_the_destination(tmp_path):
+    """The tunnel `tune --submit` opens goes through the runner's ssh argv: a hostile destination is no option."""
+    canary = tmp_path / "canary"
+    hostile = NodeConfig.model_construct(host=f"-oProxyCommand=touch {canary}", name=None, address=None)
+    runner = SSHRunner(SSHConfig(connect_timeout=2))
+    argv = runner.forward_argv(hostile, 18265, "127.0.0.1", 8265)
+    assert argv[:4] == ["ssh", "-N", "-L", "18265:127.0.0.1:8265"] and argv[-2:] == ["--", hostile.host]
+    tunnel = runner.tunnel(hostile, "127.0.0.1", 8265, what="the dashboard", timeout_s=30)
+    with pytest.raises(ClusterError) as info, tunnel:
+        pass
+    assert str(info.value).startswith("the SSH tunnel to the dashboard exited (255): ")
+    assert not canary.exists()
 
 
 # --- 3. the dashboard's exposure, by meaning -------------------------------------------------------------
