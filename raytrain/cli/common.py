@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, NoReturn, ParamSpec, TypeVar
+from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -79,11 +79,6 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(1) from None
 
     return wrapper
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"error: {message}", style="red", markup=False)
-    raise typer.Exit(code)
 
 
 def argv() -> list[str]:

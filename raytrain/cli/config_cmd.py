@@ -43,8 +43,9 @@ def validate(
     A sweep's base and every trial config are checked, a cluster's schema and the plan of every command
     `cluster up` would run (no host is contacted).
     """
-    from raytrain.config.kind import check_file, check_kind
+    from raytrain.config.kind import check_kind
     from raytrain.errors import ConfigError
+    from raytrain.validate import check_file
 
     check_kind(kind)
     failed = 0
@@ -73,8 +74,8 @@ def show(
     cluster and the commands `cluster up` would run on each node (nothing is run)."""
     import yaml
 
-    from raytrain.config.kind import check_file
     from raytrain.errors import ConfigError
+    from raytrain.validate import check_file
 
     try:
         checked = check_file(file, set_ or [], kind=kind, rllib=False)

@@ -185,8 +185,9 @@ def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: 
 
     import ray
 
-    if not ray.is_initialized():
-        ray.init(address=spec.ray_address, include_dashboard=False, log_to_driver=True, configure_logging=False)
+    from raytrain.ray_session import init_ray
+
+    init_ray(spec.ray_address, include_dashboard=False, log_to_driver=True, configure_logging=False)
     _main_code_by_value(main)
     actor_cls: Any = ray.remote(NodeActor)
     retries = spec.max_retries if spec.auto_recover else 0
