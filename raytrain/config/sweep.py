@@ -91,8 +91,8 @@ class SweepConfig(Section):
     """Stop each trial when a metric reaches its threshold (default: the base config's stop)."""
     time_budget_s: float | None = Field(default=None, gt=0)
     """Stop the whole sweep after this many seconds."""
-    reuse_actors: bool = False
-    """Reuse trial actors between trials (saves start-up time)."""
+    reuse_actors: bool | None = None
+    """Reuse trial actors between trials (saves start-up time). Default: on for pbt and pb2, off otherwise."""
 
     _name = field_validator("name")(classmethod(lambda cls, value: value if value is None else folder_name(value)))
     _space_bounds = field_validator("space")(classmethod(lambda cls, v: {k: check_bounds(d) for k, d in v.items()}))

@@ -93,6 +93,8 @@ class Algorithm:
     """The settings sections it reads; any other one in the file is an error."""
     seeds_trials: ClassVar[bool] = True
     """Whether Tune draws a different experiment.seed per trial; a searcher that models results must not tune it."""
+    reuses_actors: ClassVar[bool] = False
+    """`reuse_actors` when the sweep does not set it: on where trials pause and resume as a matter of course."""
 
     def misplaced(self, section: str) -> str:
         """The message for a settings section this algorithm does not read."""

@@ -93,6 +93,10 @@ SCHEDULER = TuneClass("PopulationBasedTraining", PBTConfig.key, _build)
 class PopulationBased(Algorithm):
     """What PBT and PB2 share: no search algorithm beside them, and trials that exploit each other's checkpoints."""
 
+    # Every exploit pauses a trial and resumes it from another's checkpoint: in a reused actor that is a
+    # config swap and a restore (RaytrainPPO.reset_config) instead of a new process and a new build.
+    reuses_actors = True
+
     def misplaced(self, section: str) -> str:
         if section == "optuna":
             return "PBT-style schedulers cannot be combined with a search algorithm (Tune refuses): remove `optuna` or set search.algorithm: optuna"

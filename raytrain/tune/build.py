@@ -53,7 +53,7 @@ def plan(loaded: LoadedSweep) -> Plan:
             "num_samples": s.search.num_samples,
             "max_concurrent_trials": s.search.max_concurrent_trials,
             "time_budget_s": s.time_budget_s,
-            "reuse_actors": s.reuse_actors,
+            "reuse_actors": algorithm.reuses_actors if s.reuse_actors is None else s.reuse_actors,
         },
         "scheduler": algorithm.scheduler(loaded),
         "search_alg": algorithm.search_alg(loaded),

@@ -47,6 +47,59 @@ def _ppo_config(config: _Config) -> _Config | AlgorithmConfig:
     return config
 
 
+HOT_SWAPPABLE = frozenset({
+    "lr", "clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff", "kl_coeff", "kl_target",
+    "grad_clip", "grad_clip_by", "num_epochs", "minibatch_size", "seed",
+})
+"""RLlib settings that a reused actor can take from a new trial without a rebuild: the PPO learner reads them
+at every update (the loss, the optimizer's lr schedule, gradient clipping, the update loop), nothing built
+holds them. `seed` is read only at build time; a swapped config must be followed by a restored checkpoint.
+Everything else (env, model, batch and runner settings, gamma and lambda baked into the learner's GAE
+connector) makes `reset_config` rebuild the algorithm."""
+
+_MISSING = object()
+
+
+def _built_config(tune_config: dict[str, Any]) -> AlgorithmConfig:
+    """The validated, frozen PPOConfig an algorithm would be built with for a trial config."""
+    config = build_ppo_config(trial_config(tune_config))
+    config.validate()
+    config.freeze()
+    return config
+
+
+def _swap_learner_config(learner: Learner, config: AlgorithmConfig) -> None:
+    """Give a built learner a new config of `HOT_SWAPPABLE` differences: the config, lr and entropy schedules.
+
+    The optimizer lr is re-applied from the new schedule; a restored checkpoint then brings the optimizer
+    state and `RaytrainPPO.set_state` applies the configured lr again. The adaptive KL coefficient keeps its
+    current value unless `kl_coeff` itself changed.
+    """
+    from ray.rllib.utils.schedules.scheduler import Scheduler
+
+    kl_changed = learner.config.kl_coeff != config.kl_coeff  # type: ignore[attr-defined]
+    learner.config = config.copy(copy_frozen=False)
+    _forget_weights_seq_no(learner)
+    for module_id, names in learner._module_optimizers.items():
+        module_config = learner.config.get_config_for_module(module_id)
+        for name in names:
+            optimizer = learner._named_optimizers[name]
+            if optimizer in learner._optimizer_lr_schedules:
+                schedule = Scheduler(fixed_value_or_schedule=module_config.lr, framework=learner.framework,
+                                     device=learner._device)
+                learner._optimizer_lr_schedules[optimizer] = schedule
+                learner._set_optimizer_lr(optimizer, lr=float(schedule.get_current_value()))
+    # PPOLearner's per-module schedulers are created on first use from `learner.config`.
+    getattr(learner, "entropy_coeff_schedulers_per_module", {}).clear()
+    if kl_changed:
+        getattr(learner, "curr_kl_coeffs_per_module", {}).clear()
+
+
+def _forget_weights_seq_no(holder: Any) -> None:
+    """Make a learner or env runner take the next weights it is given (RLlib's sequence number 0)."""
+    holder._weights_seq_no = 0
+
+
 def _apply_config_lr(learner: Learner, timestep: int) -> None:
     """Set each optimizer's lr from the learner's (new) config schedule.
 
@@ -72,6 +125,10 @@ class RaytrainPPO(PPO):
         super().__init__(_ppo_config(config), *args, **kwargs)  # type: ignore[arg-type]
         if trial_info is not None and getattr(self, "_trial_info", None) is None:
             self._trial_info = trial_info
+        self._raytrain_built_config: AlgorithmConfig | None = self.config
+        """The RLlib config the algorithm was built with (Tune's reset sets `self.config` to its dict)."""
+        self._raytrain_rebuild_unless_restored: dict[str, Any] | None = None
+        """After a config swap: the trial config to rebuild from if no checkpoint is restored."""
 
     def __repr__(self) -> str:
         # Ray shows this on the dashboard's Actors page and before each line a trial prints:
@@ -121,17 +178,67 @@ class RaytrainPPO(PPO):
                 lambda learner: _apply_config_lr(learner, steps))  # type: ignore[arg-type,misc]
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
-        """Reuse this actor for another trial (Tune `reuse_actors`): rebuild the algorithm in place.
+        """Reuse this actor for another trial (Tune `reuse_actors`).
 
-        Saves the process start and the imports of torch and RLlib (seconds per trial); the env
-        runners, learners and metrics are built anew from the new trial's config. Trainable.reset()
+        When the new trial's RLlib config differs from this one's only in settings the learners read at
+        every update (lr, clip_param, entropy_coeff, ..., `HOT_SWAPPABLE`), the config is swapped in
+        place: the env runners keep their envs (mid-episode), the learners their module, and the
+        checkpoint Tune restores next (PBT's exploit) brings the weights, optimizer state and the
+        running-mean window. That swap is only sound when a checkpoint follows; a trial that starts
+        without one gets the full rebuild below before its first iteration.
+
+        Otherwise the algorithm is rebuilt in place: that still saves the process start and the imports of
+        torch and RLlib (seconds per trial); env runners, learners and metrics are built anew. Trainable.reset()
         then resets the counters, the logger and the storage for the new trial.
         """
         if TRIAL_KEY not in new_config:
             return False
+        config = _built_config(new_config)
+        if self._raytrain_swap_config(config):
+            self._raytrain_tune_config = {TRIAL_KEY: new_config[TRIAL_KEY]}
+            self._raytrain_rebuild_unless_restored = dict(new_config)
+            return True
+        self._raytrain_rebuild(new_config)
+        return True
+
+    def _raytrain_rebuild(self, new_config: dict[str, Any]) -> None:
+        """Build the algorithm anew inside this actor, keeping Tune's storage and trial info."""
         storage, trial_info = getattr(self, "_storage", None), getattr(self, "_trial_info", None)
+        self._raytrain_rebuild_unless_restored = None
         self.cleanup()
         RaytrainPPO.__init__(self, new_config, storage=storage)
         if trial_info is not None:
             self._trial_info = trial_info
+
+    def _raytrain_swap_config(self, config: AlgorithmConfig) -> bool:
+        """Swap in `config` without a rebuild when only `HOT_SWAPPABLE` settings differ; False otherwise."""
+        built = getattr(self, "_raytrain_built_config", None)
+        if built is None or self.learner_group is None or self.learner_group.is_remote:
+            return False
+        before, after = built.to_dict(), config.to_dict()
+        changed = {k for k in before.keys() | after.keys() if before.get(k, _MISSING) != after.get(k, _MISSING)}
+        changed.discard("class")  # present only in the algorithm's own copy (Algorithm.__init__ converts it)
+        if not changed <= HOT_SWAPPABLE:
+            return False
+        self.config = config
+        self._raytrain_built_config = config
+        self.learner_group.config = config
+        # RLlib annotates func(learner, **kwargs); it calls func(learner) here.
+        self.learner_group.foreach_learner(lambda learner: _swap_learner_config(learner, config))  # type: ignore[arg-type,misc]
+        # Learners and env runners take weights only from a state with a higher sequence number than their
+        # own (or 0): this actor's previous trial may have updated more often than the checkpoint that is
+        # restored next, whose weights must win. 0 is RLlib's "not synced yet".
+        for group in (self.env_runner_group, getattr(self, "eval_env_runner_group", None)):
+            if group is not None:
+                group.foreach_env_runner(_forget_weights_seq_no)
         return True
+
+    def load_checkpoint(self, checkpoint: Any) -> None:
+        super().load_checkpoint(checkpoint)
+        self._raytrain_rebuild_unless_restored = None
+
+    def train(self) -> dict[str, Any]:
+        pending = getattr(self, "_raytrain_rebuild_unless_restored", None)
+        if pending is not None:  # a reused actor whose new trial had no checkpoint to restore
+            self._raytrain_rebuild(pending)
+        return super().train()

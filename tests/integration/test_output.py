@@ -97,7 +97,7 @@ def test_train_shows_raytrains_lines_and_the_users_not_rays(raytrain_cli, tmp_pa
 
 
 def test_tune_shows_raytrains_lines_and_trial_output_with_its_prefix(raytrain_cli, tmp_path):
-    """PBT (Tune's reuse_actors warning), two trials in their own actors (RLlib's and Tune's messages there)."""
+    """PBT without reuse_actors (Tune's warning about it), two trials in their own actors (RLlib's and Tune's messages there)."""
     (tmp_path / "base.yaml").write_text(_base(stop=2, env_runners=0))
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
@@ -105,6 +105,7 @@ def test_tune_shows_raytrains_lines_and_trial_output_with_its_prefix(raytrain_cl
         "search: {algorithm: pbt, num_samples: 2, metric: env_runners/episode_return_mean, mode: max, seed: 0}\n"
         "pbt: {perturbation_interval: 1, hyperparam_mutations: {training.lr: {distribution: loguniform, low: 1.0e-4, high: 1.0e-3}}}\n"
         f"checkpoint: {{storage_path: {tmp_path / 'results'}}}\n"
+        "reuse_actors: false\n"  # PBT's default is on; off, Tune warns, and its warning must go to ray.log
     )
     result = raytrain_cli("tune", str(sweep))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -306,3 +306,82 @@ def test_dry_run_folder_is_the_run_folder_and_a_relative_folder_resumes(ray_sess
     assert status.exit_code == 0, status.output
     assert [t["status"] for t in json.loads(status.stdout)["trials"]] == ["TERMINATED"]
     assert invoke(["tune", "plot", relative]).exit_code == 0
+
+
+def _trial(overrides: dict, stop: int = 50) -> dict:
+    from raytrain.tune import TRIAL_KEY
+
+    return {TRIAL_KEY: {"base": yaml.safe_load(tiny_base(stop, 0.5)), "overrides": overrides}}
+
+
+def _weights(algo) -> tuple[dict, dict]:
+    """The learner's and the sampling env runner's module weights, as plain lists by name (the sampler's
+    inference-only module has no value function)."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    def flat(state: dict) -> dict:
+        return {k: v.tolist() for k, v in state.items()}
+
+    learner = algo.learner_group._learner.module[DEFAULT_MODULE_ID].get_state()
+    return flat(learner), flat(algo.env_runner.module.get_state())
+
+
+def test_reused_actor_swaps_a_learner_only_config_and_takes_the_checkpoints_weights(ray_session, tmp_path):
+    """PBT's exploit with reuse_actors: reset to the donor's config with another lr and clip_param, then restore
+    the donor's checkpoint. Nothing is rebuilt (same env runner, envs mid-episode); the donor's weights win
+    in the learner and the sampler although this actor had updated more often; the new lr and clip_param
+    apply; the running-mean window and the iteration are the donor's."""
+    from raytrain.rllib.callbacks import find
+    from raytrain.tune.trainable import RaytrainPPO
+
+    donor = RaytrainPPO(_trial({"training.lr": 0.0005}))
+    for _ in range(2):
+        donor.train()
+    donor.save(str(tmp_path / "donor"))
+    donor_weights, donor_window = _weights(donor)[0], find(donor).get_state()
+    donor.stop()
+
+    algo = RaytrainPPO(_trial({"training.lr": 0.003}))
+    for _ in range(4):  # more updates than the donor: a higher weights sequence number
+        algo.train()
+    runner, envs = algo.env_runner, algo.env_runner.env
+    assert algo.reset(_trial({"training.lr": 0.0007, "training.clip_param": 0.25}))
+    assert algo.env_runner is runner and algo.env_runner.env is envs, "the swap rebuilt the env runner"
+    algo.restore(str(tmp_path / "donor"))
+
+    learner_weights, sampler_weights = _weights(algo)
+    assert learner_weights == donor_weights
+    assert sampler_weights and {k: donor_weights[k] for k in sampler_weights} == sampler_weights
+    assert find(algo).get_state() == donor_window
+    assert algo.training_iteration == 2
+    learner = algo.learner_group._learner
+    assert learner.config.clip_param == 0.25 and algo.config.clip_param == 0.25
+    result = algo.train()
+    assert result["training_iteration"] == 3
+    assert result["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(0.0007)
+    algo.stop()
+
+
+def test_reused_actor_rebuilds_when_no_checkpoint_follows_or_a_built_setting_changes(ray_session):
+    """A swapped config without a restore (a new trial in a reused actor) trains from a fresh build, as a new
+    actor would; a change the build holds (gamma, baked into the learner's GAE connector) rebuilds at once."""
+    from raytrain.tune.trainable import RaytrainPPO
+
+    algo = RaytrainPPO(_trial({"training.lr": 0.003}))
+    for _ in range(3):
+        algo.train()
+    before = _weights(algo)[0]
+    runner = algo.env_runner
+    assert algo.reset(_trial({"training.lr": 0.0007}))
+    result = algo.train()
+    assert algo.env_runner is not runner, "a trial without a checkpoint must not continue the old trial's weights"
+    assert result["training_iteration"] == 1
+    assert result["env_runners"]["num_env_steps_sampled_lifetime"] <= 210
+    assert result["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(0.0007)
+    assert _weights(algo)[0] != before
+
+    runner = algo.env_runner
+    assert algo.reset(_trial({"training.lr": 0.0007, "training.gamma": 0.9}))
+    assert algo.env_runner is not runner
+    assert algo.config.gamma == 0.9
+    algo.stop()

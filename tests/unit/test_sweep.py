@@ -32,6 +32,22 @@ def sweep_file(tmp_path):
     return write
 
 
+@pytest.mark.parametrize("algorithm, setting, expected", [
+    ("pbt", "", True), ("pb2", "", True), ("random", "", False), ("asha", "", False),
+    ("pbt", "reuse_actors: false\n", False), ("random", "reuse_actors: true\n", True),
+])
+def test_reuse_actors_defaults_on_for_population_based_sweeps_only(sweep_file, algorithm, setting, expected):
+    """PBT and PB2 pause and resume trials at every exploit: reusing the actor saves a process and a build."""
+    sections = {
+        "pbt": "pbt: {hyperparam_mutations: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}}\n",
+        "pb2": "pb2: {hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n",
+        "random": "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n",
+        "asha": "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n",
+    }
+    path = sweep_file(f"name: r\nsearch: {{algorithm: {algorithm}, num_samples: 2}}\n" + sections[algorithm] + setting)
+    assert plan(load_sweep(path))["tune_config"]["reuse_actors"] is expected
+
+
 def errors(path) -> str:
     with pytest.raises(ConfigError) as info:
         load_sweep(path)
@@ -58,7 +74,7 @@ def test_pbt_plan_golden(sweep_file, tmp_path):
     assert p["param_space"]["raytrain"]["base"]["training"] == {"lr": 0.001, "train_batch_size": 400, "minibatch_size": 100}
     assert p["tune_config"] == {
         "metric": "raytrain/episode_return_mean_100", "mode": "max", "num_samples": 3,
-        "max_concurrent_trials": None, "time_budget_s": None, "reuse_actors": False,
+        "max_concurrent_trials": None, "time_budget_s": None, "reuse_actors": True,  # PBT's default
     }
     assert p["scheduler"] == {
         "class": "PopulationBasedTraining",
