@@ -1,0 +1,142 @@
+#!/usr/bin/env python
+"""Benchmark `raytrain tune configs/ppo_pbt.yaml` as a user runs it: this tree against another commit, side by side.
+
+Each repeat runs the shipped PBT sweep once with this tree's code and once with REV's (a `git worktree` made
+for the run and removed after), alternating which goes first, each as its own process with its own local Ray,
+the same Python and packages, and its own empty storage folder. Per run it prints:
+
+  - solve: wall seconds from the process start until the first result, of any trial, whose
+    `raytrain/episode_return_mean_100` reaches 450 (read from each trial's result.json, whose `timestamp` is
+    whole seconds: about 1 s of resolution on runs of one to two minutes);
+  - end: wall seconds from the process start until the command exits (leaderboard and plots written);
+  - best: the final leaderboard's top `metric_last` (leaderboard.json); the trials stop at their first
+    iteration >= 450, so this is where that iteration landed; also how many trials reached 450, and the mean
+    return of 20 greedy episodes of the best trial's checkpoint (`raytrain eval -n 20 --seed 0`): the
+    leaderboard must be no worse;
+  - actors: the trial actor processes seen (distinct `pid` in the results) and the exploits (pbt_policy lines).
+
+The ratios (this / REV) of the medians are the figures to compare: the machines are shared and noisy.
+
+    python scripts/bench_pbt.py [--against REV] [--repeats 3] [--set KEY=VALUE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SWEEP = "configs/ppo_pbt.yaml"
+METRIC = ("raytrain", "episode_return_mean_100")
+THRESHOLD = 450.0
+
+
+def run_once(tree: Path, storage: Path, extra: list[str]) -> dict[str, float | int | None]:
+    """One sweep with the code in `tree`; its figures."""
+    command = [sys.executable, "-m", "raytrain", "tune", SWEEP, "--set", f"checkpoint.storage_path={storage}"]
+    for item in extra:
+        command += ["--set", item]
+    start = time.time()
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True)
+    end = time.time() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    (exp,) = [p for p in storage.iterdir() if p.is_dir()]
+    solved, pids = None, set()
+    for result_json in exp.glob("*/result.json"):
+        for line in result_json.read_text().splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            pids.add(row.get("pid"))
+            value = row.get(METRIC[0], {}).get(METRIC[1])
+            if value is not None and value == value and value >= THRESHOLD:
+                at = row["timestamp"] - start
+                solved = at if solved is None else min(solved, at)
+    # The leaderboard's rows, best first: each trial's last and best value of the sweep's metric.
+    board = json.loads((exp / "leaderboard.json").read_text())
+    best = board[0]["metric_last"] if board else None
+    solved_trials = sum((row["metric_best"] or 0) >= THRESHOLD for row in board)
+    # The stop criterion ends each trial at its first iteration >= 450, so `best` is where that iteration
+    # landed; the policy's quality is what the best trial's checkpoint does in fresh greedy episodes.
+    evaluated = None
+    if board and board[0].get("checkpoint"):
+        shown = subprocess.run([sys.executable, "-m", "raytrain", "eval", board[0]["checkpoint"], "-n", "20",
+                                "--seed", "0", "--json"], cwd=tree, capture_output=True, text=True)
+        if shown.returncode == 0:
+            evaluated = json.loads(shown.stdout.strip().splitlines()[-1])["return_mean"]
+    exploits = sum(len(p.read_text().splitlines()) for p in exp.glob("pbt_policy_*.txt"))
+    return {"solve": solved, "end": end, "best": best, "solved_trials": solved_trials, "eval": evaluated,
+            "actors": len(pids), "exploits": exploits}
+
+
+def median(values: list[float | int | None]) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--against", default="HEAD~1", help="the commit to compare with (default HEAD~1)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--set", dest="extra", action="append", default=[], help="another --set for both sides")
+    args = parser.parse_args()
+
+    rev = subprocess.run(["git", "rev-parse", "--short", args.against], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    here = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    print(f"# {' '.join(sys.argv)}")
+    print(f"# this tree: {here}{' + uncommitted changes' if dirty else ''}; against: {rev}")
+    scratch = Path(tempfile.mkdtemp(prefix="bench_pbt_"))
+    other = scratch / "against"
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(other), rev], cwd=ROOT, check=True)
+    figures: dict[str, list[dict]] = {"this": [], "against": []}
+    try:
+        for repeat in range(args.repeats):
+            order = [("this", ROOT), ("against", other)]
+            if repeat % 2:
+                order.reverse()
+            for side, tree in order:
+                storage = scratch / f"{side}_{repeat}"
+                storage.mkdir()
+                got = run_once(tree, storage, args.extra)
+                figures[side].append(got)
+                print(f"repeat {repeat} {side:8} solve {got['solve'] if got['solve'] is None else round(got['solve'])} s"
+                      f"  end {got['end']:.0f} s  best {got['best']}  trials >= 450: {got['solved_trials']}"
+                      f"  eval {got['eval']}  actors {got['actors']}  exploits {got['exploits']}",
+                      flush=True)
+                shutil.rmtree(storage, ignore_errors=True)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    print()
+    print(f"| figure (median of {args.repeats}) | this ({here}) | against ({rev}) | ratio |")
+    print("|---|---|---|---|")
+    for key, label in (("solve", "s until a trial's 100-episode mean >= 450"), ("end", "s until the command exits"),
+                       ("best", "final leaderboard best (metric_last at the trial's stop)"),
+                       ("solved_trials", "trials that reached 450"),
+                       ("eval", "best checkpoint, mean return of 20 greedy episodes (seed 0)"),
+                       ("actors", "trial actor processes"),
+                       ("exploits", "PBT exploits")):
+        a = median([f[key] for f in figures["this"]])
+        b = median([f[key] for f in figures["against"]])
+        ratio = f"{a / b:.2f}" if a is not None and b else "-"
+        print(f"| {label} | {a} | {b} | {ratio} |")
+    unsolved = {side: sum(f["solve"] is None for f in runs) for side, runs in figures.items()}
+    if any(unsolved.values()):
+        print(f"# runs that never reached {THRESHOLD:.0f}: {unsolved}")
+
+
+if __name__ == "__main__":
+    main()
