@@ -11,7 +11,7 @@ the same Python and packages, and its own empty storage folder. Per run it print
   - end: wall seconds from the process start until the command exits (leaderboard and plots written);
   - best: the final leaderboard's top `metric_last` (leaderboard.json); the trials stop at their first
     iteration >= 450, so this is where that iteration landed; also how many trials reached 450, and the mean
-    return of 20 greedy episodes of the best trial's checkpoint (`raytrain eval -n 20 --seed 0`): the
+    return of 20 greedy episodes (env seeds 0-19) of the best trial's checkpoint: the
     leaderboard must be no worse;
   - actors: the trial actor processes seen (distinct `pid` in the results) and the exploits (pbt_policy lines).
 
@@ -36,6 +36,29 @@ ROOT = Path(__file__).resolve().parent.parent
 SWEEP = "configs/ppo_pbt.yaml"
 METRIC = ("raytrain", "episode_return_mean_100")
 THRESHOLD = 450.0
+
+
+# The greedy return of a Tune trial's checkpoint, without Ray: its RLModule and plain gymnasium episodes
+# (`raytrain eval` reads raytrain train checkpoints only).
+GREEDY = r"""
+import sys, json, torch, gymnasium as gym
+from pathlib import Path
+from ray.rllib.core.rl_module.rl_module import RLModule
+checkpoint, episodes = Path(sys.argv[1]), int(sys.argv[2])
+module = RLModule.from_checkpoint(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
+env = gym.make("CartPole-v1")
+total = 0.0
+for seed in range(episodes):
+    obs, _ = env.reset(seed=seed)
+    done = False
+    while not done:
+        with torch.no_grad():
+            out = module.forward_inference({"obs": torch.as_tensor(obs, dtype=torch.float32)[None]})
+        obs, reward, terminated, truncated, _ = env.step(int(out["action_dist_inputs"][0].argmax()))
+        total += reward
+        done = terminated or truncated
+print(json.dumps(total / episodes))
+"""
 
 
 def run_once(tree: Path, storage: Path, extra: list[str]) -> dict[str, float | int | None]:
@@ -68,10 +91,9 @@ def run_once(tree: Path, storage: Path, extra: list[str]) -> dict[str, float | i
     # landed; the policy's quality is what the best trial's checkpoint does in fresh greedy episodes.
     evaluated = None
     if board and board[0].get("checkpoint"):
-        shown = subprocess.run([sys.executable, "-m", "raytrain", "eval", board[0]["checkpoint"], "-n", "20",
-                                "--seed", "0", "--json"], cwd=tree, capture_output=True, text=True)
+        shown = subprocess.run([sys.executable, "-c", GREEDY, board[0]["checkpoint"], "20"], capture_output=True, text=True)
         if shown.returncode == 0:
-            evaluated = json.loads(shown.stdout.strip().splitlines()[-1])["return_mean"]
+            evaluated = json.loads(shown.stdout.strip().splitlines()[-1])
     exploits = sum(len(p.read_text().splitlines()) for p in exp.glob("pbt_policy_*.txt"))
     return {"solve": solved, "end": end, "best": best, "solved_trials": solved_trials, "eval": evaluated,
             "actors": len(pids), "exploits": exploits}
@@ -126,7 +148,7 @@ def main() -> None:
     for key, label in (("solve", "s until a trial's 100-episode mean >= 450"), ("end", "s until the command exits"),
                        ("best", "final leaderboard best (metric_last at the trial's stop)"),
                        ("solved_trials", "trials that reached 450"),
-                       ("eval", "best checkpoint, mean return of 20 greedy episodes (seed 0)"),
+                       ("eval", "best checkpoint, mean return of 20 greedy episodes (seeds 0-19)"),
                        ("actors", "trial actor processes"),
                        ("exploits", "PBT exploits")):
         a = median([f[key] for f in figures["this"]])
