@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from raytrain.cli import app
@@ -191,3 +192,23 @@ def test_show_sweep_and_cluster(write_yaml, tmp_path, monkeypatch):
     assert "[w1] ssh " in text.stdout and "ray start --address" in text.stdout
     assert "[localhost] " in text.stdout and "ray start --head" in text.stdout
     assert not (tmp_path / ".raytrain").exists()  # the token is neither made nor read
+
+
+@pytest.mark.parametrize("code, status, stderr", [(None, 0, ""), (3, 3, ""), ("bad news", 1, "bad news\n")])
+def test_exit_process_ends_like_sys_exit_without_the_teardown(tmp_path, code, status, stderr):
+    """With torch loaded the process ends by os._exit, after what a normal exit does first: non-daemon threads
+    finish, atexit handlers run, unflushed output is written; the status and message are sys.exit's."""
+    script = (
+        "import atexit, sys, threading, time, torch\n"
+        "from raytrain.cli import exit_process\n"
+        f"out = {str(tmp_path)!r}\n"
+        "atexit.register(lambda: open(out + '/atexit', 'w').write('ran'))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.5), open(out + '/thread', 'w').write('done'))).start()\n"
+        "sys.stdout.write('no newline, not flushed')\n"
+        f"exit_process({code!r})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == status
+    assert done.stdout == "no newline, not flushed"
+    assert done.stderr == stderr
+    assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "done"
