@@ -107,6 +107,10 @@ def test_pbt_sweep_runs_on_every_host_and_exploits_across_hosts(lab, nfs, cluste
         "space: {training.lr: {distribution: grid, values: [0.00001, 0.00002, 0.01]}}\n"
         "pbt:\n  perturbation_interval: 2\n  quantile_fraction: 0.34\n  resample_probability: 1.0\n"
         "  hyperparam_mutations: {training.lr: {distribution: choice, values: [0.0003, 0.0005]}}\n"
+        # PBT reuses actors by default, and Tune gives a pending trial the first actor that frees up, even
+        # while that trial's own actor is starting on another host. These trials last seconds, less than an
+        # actor's start on another host, so one host could run them all; fresh actors show the placement.
+        "reuse_actors: false\n"
     ), stop=12)
     tune = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain tune {sweep} --cluster {cluster}", timeout=600)
     assert tune.returncode == 0, tune.stdout[-3000:] + tune.stderr[-3000:]

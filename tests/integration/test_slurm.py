@@ -90,7 +90,10 @@ def test_pbt_sweep_runs_on_all_three_nodes(lab, sweep):
         "name: pbt\nsearch: {algorithm: pbt, num_samples: 3, seed: 0}\n"
         "space: {training.lr: {distribution: choice, values: [0.0001, 0.001, 0.01]}}\n"
         "pbt:\n  perturbation_interval: 2\n  quantile_fraction: 0.34\n"
-        "  hyperparam_mutations: {training.lr: {distribution: choice, values: [0.0002, 0.0005]}}\n",
+        "  hyperparam_mutations: {training.lr: {distribution: choice, values: [0.0002, 0.0005]}}\n"
+        # Trials of seconds, shorter than an actor's start on another node: with PBT's default reuse_actors
+        # Tune would run them all in the first actor that frees up (see test_lab); fresh actors show placement.
+        "reuse_actors: false\n",
         stop=4,
     )
     job_id, said = submit(lab, path, slurm)
