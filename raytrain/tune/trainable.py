@@ -71,9 +71,8 @@ def _built_config(tune_config: dict[str, Any]) -> AlgorithmConfig:
 def _swap_learner_config(learner: Learner, config: AlgorithmConfig) -> None:
     """Give a built learner a new config of `HOT_SWAPPABLE` differences: the config, lr and entropy schedules.
 
-    The optimizer lr is re-applied from the new schedule; a restored checkpoint then brings the optimizer
-    state and `RaytrainPPO.set_state` applies the configured lr again. The adaptive KL coefficient keeps its
-    current value unless `kl_coeff` itself changed.
+    The optimizers' lr is set from the new schedules by the restore that follows (`RaytrainPPO.set_state`,
+    `_apply_config_lr`). The adaptive KL coefficient keeps its current value unless `kl_coeff` itself changed.
     """
     from ray.rllib.utils.schedules.scheduler import Scheduler
 
@@ -85,10 +84,8 @@ def _swap_learner_config(learner: Learner, config: AlgorithmConfig) -> None:
         for name in names:
             optimizer = learner._named_optimizers[name]
             if optimizer in learner._optimizer_lr_schedules:
-                schedule = Scheduler(fixed_value_or_schedule=module_config.lr, framework=learner.framework,
-                                     device=learner._device)
-                learner._optimizer_lr_schedules[optimizer] = schedule
-                learner._set_optimizer_lr(optimizer, lr=float(schedule.get_current_value()))
+                learner._optimizer_lr_schedules[optimizer] = Scheduler(
+                    fixed_value_or_schedule=module_config.lr, framework=learner.framework, device=learner._device)
     # PPOLearner's per-module schedulers are created on first use from `learner.config`.
     getattr(learner, "entropy_coeff_schedulers_per_module", {}).clear()
     if kl_changed:
@@ -125,7 +122,8 @@ class RaytrainPPO(PPO):
         super().__init__(_ppo_config(config), *args, **kwargs)  # type: ignore[arg-type]
         if trial_info is not None and getattr(self, "_trial_info", None) is None:
             self._trial_info = trial_info
-        self._raytrain_built_config: AlgorithmConfig | None = self.config
+        assert self.config is not None  # Algorithm.__init__ always sets it; RLlib declares it Optional
+        self._raytrain_built_config: AlgorithmConfig = self.config
         """The RLlib config the algorithm was built with (Tune's reset sets `self.config` to its dict)."""
         self._raytrain_rebuild_unless_restored: dict[str, Any] | None = None
         """After a config swap: the trial config to rebuild from if no checkpoint is restored."""
@@ -212,10 +210,9 @@ class RaytrainPPO(PPO):
 
     def _raytrain_swap_config(self, config: AlgorithmConfig) -> bool:
         """Swap in `config` without a rebuild when only `HOT_SWAPPABLE` settings differ; False otherwise."""
-        built = getattr(self, "_raytrain_built_config", None)
-        if built is None or self.learner_group is None or self.learner_group.is_remote:
+        if self.learner_group is None or self.learner_group.is_remote:
             return False
-        before, after = built.to_dict(), config.to_dict()
+        before, after = self._raytrain_built_config.to_dict(), config.to_dict()
         changed = {k for k in before.keys() | after.keys() if before.get(k, _MISSING) != after.get(k, _MISSING)}
         changed.discard("class")  # present only in the algorithm's own copy (Algorithm.__init__ converts it)
         if not changed <= HOT_SWAPPABLE:
@@ -238,7 +235,7 @@ class RaytrainPPO(PPO):
         self._raytrain_rebuild_unless_restored = None
 
     def train(self) -> dict[str, Any]:
-        pending = getattr(self, "_raytrain_rebuild_unless_restored", None)
+        pending = self._raytrain_rebuild_unless_restored
         if pending is not None:  # a reused actor whose new trial had no checkpoint to restore
             self._raytrain_rebuild(pending)
         return super().train()
