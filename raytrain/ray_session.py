@@ -53,11 +53,12 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
     return True
 
 
-def connect_ray(address: str | None, num_cpus: int | None = None, *, workers_needed: bool = True) -> str:
+def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     """Connect to the cluster at `address` (or RAY_ADDRESS), or start a local Ray. Returns a description.
 
-    workers_needed=False: a local Ray that will run no actors or tasks of ours does not pre-start worker
-    processes (Ray starts one per CPU, each importing Ray, competing for the CPUs with start-up).
+    A local Ray starts no worker processes ahead of time: Ray pre-starts one per CPU, each importing Ray
+    and competing for the CPUs with start-up, and none of them ever ran anything of raytrain's (trials,
+    env runners and learners are actors, and Ray 2.60 gives every actor a process of its own).
 
     Raises:
         TrainError: the cluster at `address` cannot be joined.
@@ -74,7 +75,7 @@ def connect_ray(address: str | None, num_cpus: int | None = None, *, workers_nee
                 "(`ray status --address ...`) and that this machine runs the same Ray and Python versions."
             ) from None
         return f"Ray cluster at {address}" if joined else "existing Ray session"
-    system = {} if workers_needed else {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
     started = init_ray(None, num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING",
-                       _system_config=system or None, runtime_env=worker_runtime_env())
+                       _system_config={"enable_worker_prestart": False, "prestart_worker_first_driver": False},
+                       runtime_env=worker_runtime_env())
     return "local Ray" if started else "existing Ray session"

@@ -175,14 +175,14 @@ def start(
 
     from raytrain.quiet import quiet_ray
     from raytrain.ray_session import connect_ray
-    from raytrain.training import Trainer, all_in_main_process, check_resources, preload_for_build
+    from raytrain.training import Trainer, check_resources, preload_for_build
 
     cfg = prepared.cfg
     messages = quiet_ray()  # Ray's own messages: into the run folder's ray.log (--verbose: to the terminal)
     # What the Algorithm's build will import (seconds) is imported while Ray starts.
     with ThreadPoolExecutor(max_workers=1) as pool:
         preloaded = pool.submit(preload_for_build, cfg)
-        ray_where = connect_ray(prepared.address, workers_needed=not all_in_main_process(cfg))
+        ray_where = connect_ray(prepared.address)
         preloaded.result()
     check_resources(cfg)
 

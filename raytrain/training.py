@@ -59,15 +59,6 @@ def required_cpus(cfg: RaytrainConfig) -> float:
     return runners + learners + evaluators
 
 
-def all_in_main_process(cfg: RaytrainConfig) -> bool:
-    """True when sampling and learning both run in this process (no env runner or learner actors)."""
-    return (
-        cfg.env_runners.num_env_runners == 0  # unset: PPO's default is 2 env runner actors
-        and not cfg.learners.num_learners
-        and not (cfg.evaluation.evaluation_interval and cfg.evaluation.evaluation_num_env_runners)
-    )
-
-
 def preload_for_build(cfg: RaytrainConfig) -> None:
     """Import what building the Algorithm will import, so that it can be done while Ray starts.
 

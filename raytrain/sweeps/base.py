@@ -75,13 +75,16 @@ class SchedulerSettings(Settings):
 
 
 def _basic_variant_generator(kwargs: dict[str, Any]) -> Any:
-    from ray.tune.search import BasicVariantGenerator
+    from raytrain.tune.population import PopulationGenerator
 
-    return BasicVariantGenerator(**kwargs)
+    return PopulationGenerator(**kwargs)
 
 
 BASIC_SEARCH = TuneClass("BasicVariantGenerator", "search", _basic_variant_generator)
-"""Tune's random and grid search: samples `space:` (and a scheduler's hyperparameters) itself."""
+"""Tune's random and grid search: samples `space:` (and a scheduler's hyperparameters) itself.
+
+Built as `raytrain.tune.population.PopulationGenerator`, Tune's class that reports itself finished only
+once its trials are, so that Tune keeps a paused trial's actor for reuse (the kwargs are Tune's)."""
 
 
 class Algorithm:

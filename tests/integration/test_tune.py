@@ -50,7 +50,15 @@ def tuned(workdir):
     return run
 
 
+def _trial_actors_made() -> int:
+    """RaytrainPPO actors this Ray session has made so far, dead ones included (the GCS actor table)."""
+    from ray._private.state import actors
+
+    return sum(a["ActorClassName"] == "RaytrainPPO" for a in actors().values())
+
+
 def test_pbt_exploit_trains_with_the_new_lr(ray_session, tuned, tmp_path):
+    actors_before = _trial_actors_made()
     result, exp = tuned(
         "name: pbt\nsearch: {algorithm: pbt, seed: 0}\n"
         "space: {training.lr: {distribution: grid, values: [0.00001, 0.01]}}\n"
@@ -71,6 +79,9 @@ def test_pbt_exploit_trains_with_the_new_lr(ray_session, tuned, tmp_path):
     # Read from inside the learner: the optimizer's lr on the first iteration after the exploit.
     assert first["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(new_lr)
     assert first["config"]["raytrain"]["overrides"]["training.lr"] == new_lr
+    # Both trials run at once, so Tune's search is over from the start: the exploited trial kept an actor
+    # (PBT's default reuse_actors) instead of starting a process that builds everything again.
+    assert _trial_actors_made() - actors_before == 2, "an exploit started a new trial actor"
     # Checkpoints on the storage path; results people can read.
     assert list(exp.glob("*/checkpoint_*"))
     for name in ("leaderboard.csv", "leaderboard.json", "best.yaml", "sweep.yaml", "raytrain_sweep.json", "command.txt"):

@@ -183,21 +183,6 @@ def test_unset_fields_are_left_to_rllib(write_yaml):
     assert ppo.num_epochs == defaults.num_epochs
 
 
-def test_all_in_main_process():
-    from raytrain.config.schema import RaytrainConfig
-    from raytrain.training import all_in_main_process
-
-    def cfg(**sections):
-        return RaytrainConfig.model_validate({"environment": {"env": "CartPole-v1"}, **sections})
-
-    assert not all_in_main_process(cfg())  # PPO's default: 2 env runner actors
-    assert all_in_main_process(cfg(env_runners={"num_env_runners": 0}))
-    assert all_in_main_process(cfg(env_runners={"num_env_runners": 0}, evaluation={"evaluation_num_env_runners": 2}))
-    assert not all_in_main_process(cfg(env_runners={"num_env_runners": 2}))
-    assert not all_in_main_process(cfg(learners={"num_learners": 1}))
-    assert not all_in_main_process(cfg(evaluation={"evaluation_interval": 5, "evaluation_num_env_runners": 1}))
-
-
 def test_every_rllib_name_the_schema_gives_is_a_keyword_rllib_takes():
     """A field's RLlib name (its Python name, or its `RLlib(name=...)` marker) is a parameter of the builder
     call it goes to, or a field of DefaultModelConfig: a misspelt marker fails here, not in a run."""
