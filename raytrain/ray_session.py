@@ -45,12 +45,34 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
     Returns:
         True when this call initialized Ray, False when a session was there already.
     """
+    import atexit
+
     import ray
 
     if ray.is_initialized():
         return False
     ray.init(address=address, **options)
+    if address is None:
+        # Registered after ray.init's own atexit shutdown, so it runs just before it.
+        atexit.register(_stop_local_monitor)
     return True
+
+
+def _stop_local_monitor() -> None:
+    """Kill the autoscaler monitor of the local Ray this process started, ahead of Ray's shutdown.
+
+    `ray.shutdown()` stops the raylet and the GCS first and then sends the monitor SIGTERM. The monitor's
+    handler reports its end to the GCS, which is gone by then, so it never exits on its own and Ray kills
+    it after a fixed one-second wait, one second added to the end of every command. A local single-node
+    Ray's monitor has nothing to save (its autoscaler has no nodes to launch), so it is killed at once
+    here, as Ray would after that second; the rest of the shutdown is Ray's own. Ray 2.60's Node API
+    (`kill_monitor`), which pyproject pins.
+    """
+    import ray
+
+    node = ray._private.worker._global_node
+    if node is not None and node.head:
+        node.kill_monitor(check_alive=False)
 
 
 def connect_ray(address: str | None, num_cpus: int | None = None) -> str:

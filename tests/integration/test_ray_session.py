@@ -1,0 +1,43 @@
+"""The local Ray a raytrain process starts is stopped whole when the process exits."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+STARTS_AND_EXITS = """
+import json, ray
+from raytrain.ray_session import init_ray
+init_ray(None, num_cpus=1, include_dashboard=False, logging_level="ERROR")
+node = ray._private.worker._global_node
+print(json.dumps({kind: [info.process.pid for info in infos] for kind, infos in node.all_processes.items()}))
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie left for init to reap (/proc/PID/stat's state field)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def test_exit_stops_every_process_of_the_local_ray_the_monitor_first():
+    """The autoscaler monitor is killed ahead of Ray's shutdown (which would wait a second for it): nothing of
+    the local Ray outlives the process, the monitor included."""
+    done = subprocess.run([sys.executable, "-c", STARTS_AND_EXITS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    pids = json.loads(done.stdout.strip().splitlines()[-1])
+    assert pids.get("monitor") and pids.get("raylet") and pids.get("gcs_server"), pids
+    left = {kind: [p for p in found if _alive(p)] for kind, found in pids.items()}
+    for kind, found in left.items():
+        for pid in found:  # don't leave them to the next test
+            os.kill(pid, signal.SIGKILL)
+    assert not any(left.values()), f"still running after the process exited: {left}"
