@@ -37,7 +37,7 @@ def test_exit_stops_every_process_of_the_local_ray_the_monitor_first():
     pids = json.loads(done.stdout.strip().splitlines()[-1])
     assert pids.get("monitor") and pids.get("raylet") and pids.get("gcs_server"), pids
     left = {kind: [p for p in found if _alive(p)] for kind, found in pids.items()}
-    for kind, found in left.items():
+    for found in left.values():
         for pid in found:  # don't leave them to the next test
             os.kill(pid, signal.SIGKILL)
     assert not any(left.values()), f"still running after the process exited: {left}"
