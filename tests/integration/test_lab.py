@@ -86,10 +86,12 @@ def cluster(lab, nfs, tmp_path_factory):
         assert {h: lab.processes(h, "raylet|gcs_server") for h in lab.names} == {h: [] for h in lab.names}
 
 
-def sweep_file(folder: Path, lab: HostLab, text: str, stop: int) -> Path:
+def sweep_file(folder: Path, lab: HostLab, text: str, stop: int, keep: int | None = 3) -> Path:
+    """A sweep of tiny trials with a checkpoint per iteration on the share (`keep`: num_to_keep, None: all)."""
     (folder / "base.yaml").write_text(tiny_base(stop, 1))
     path = folder / "sweep.yaml"
-    path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {on_hosts(lab) / 'sweeps'}, frequency: 1, num_to_keep: 3}}\n" + text)
+    num_to_keep = "" if keep is None else f", num_to_keep: {keep}"
+    path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {on_hosts(lab) / 'sweeps'}, frequency: 1{num_to_keep}}}\n" + text)
     return path
 
 
@@ -111,7 +113,10 @@ def test_pbt_sweep_runs_on_every_host_and_exploits_across_hosts(lab, nfs, cluste
         # while that trial's own actor is starting on another host. These trials last seconds, less than an
         # actor's start on another host, so one host could run them all; fresh actors show the placement.
         "reuse_actors: false\n"
-    ), stop=12)
+        # Every checkpoint is kept: an exploited trial's fresh actor takes seconds to start on another host,
+        # while the donor writes a checkpoint every fraction of a second, so with num_to_keep 3 the donor's
+        # checkpoint could be pruned before the restore (Tune then fails the trial: "does not exist on storage").
+    ), stop=12, keep=None)
     tune = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain tune {sweep} --cluster {cluster}", timeout=600)
     assert tune.returncode == 0, tune.stdout[-3000:] + tune.stderr[-3000:]
     exp = on_server(nfs) / "sweeps" / "pbt_lab"

@@ -125,10 +125,11 @@ def test_pbt_sweep_runs_on_all_three_nodes(lab, sweep):
 
 
 def test_cancel_mid_sweep_then_the_same_command_resumes(lab, sweep):
+    STOP = 40  # iterations: long enough that the cancel lands mid-sweep (with 12 it was sometimes done before it)
     path, slurm, results = sweep(
         "name: cut\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n"
         "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\n",
-        stop=12, nodes=2,
+        stop=STOP, nodes=2,
     )
     job_id, _ = submit(lab, path, slurm)
     exp = results / "cut"
@@ -149,7 +150,7 @@ def test_cancel_mid_sweep_then_the_same_command_resumes(lab, sweep):
     assert "saving Tune's state" in log, log[-3000:]
     no_ray_left(lab)
     before = {t.name: [r["training_iteration"] for r in rows(t)] for t in exp.iterdir() if t.is_dir() and rows(t)}
-    assert before and any(its[-1] < 12 for its in before.values()), before
+    assert before and any(its[-1] < STOP for its in before.values()), before
 
     again, said = submit(lab, path, slurm)
     assert "resumes" in said, said
@@ -161,9 +162,9 @@ def test_cancel_mid_sweep_then_the_same_command_resumes(lab, sweep):
     for t in (p for p in exp.iterdir() if p.is_dir() and rows(p)):
         trial_rows = rows(t)
         iterations = [r["training_iteration"] for r in trial_rows]
-        assert iterations[-1] == 12
+        assert iterations[-1] == STOP
         assert iterations.count(1) <= 1, f"{t.name} restarted from zero: {iterations}"
-        if before[t.name][-1] < 12:
+        if before[t.name][-1] < STOP:
             resumed = [r for r in trial_rows if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1]
             assert resumed, f"{t.name} did not continue from a checkpoint: before {before[t.name]}, after {iterations}"
     assert (exp / "slurm_jobs.txt").read_text().split()[::3] == [job_id, again]
