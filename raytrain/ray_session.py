@@ -53,7 +53,8 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
         return False
     ray.init(address=address, **options)
     if address is None:
-        # Registered after ray.init's own atexit shutdown, so it runs just before it.
+        # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
+        atexit.unregister(_stop_local_monitor)
         atexit.register(_stop_local_monitor)
     return True
 

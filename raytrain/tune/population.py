@@ -42,9 +42,5 @@ class PopulationGenerator(BasicVariantGenerator):
             state.pop("_made", None)
         return state
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        super().set_state(state)
-        self._made = []
-
-    def __getstate__(self) -> dict[str, Any]:  # tuner.pkl: without the live trials
+    def __getstate__(self) -> dict[str, Any]:  # tuner.pkl, and so a restored copy: without the live trials
         return {**self.__dict__, "_made": []}
