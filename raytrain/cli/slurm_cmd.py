@@ -83,10 +83,18 @@ def logs(job_id: JobArg, follow: bool = typer.Option(True, "--follow/--no-follow
 
 @app.command()
 @handle_errors
-def cancel(job_id: JobArg) -> None:
-    """Cancel the job (scancel): the driver saves Tune's state first; the same `tune --slurm` command resumes it."""
+def cancel(
+    job_id: JobArg,
+    now: Annotated[bool, typer.Option("--now", help="Plain scancel: Ray and the driver get SIGTERM together, so "
+                                      "only what the driver manages to save before Ray is gone is kept.")] = False,
+) -> None:
+    """Cancel the job. The driver saves first (Tune's state, or a training run's checkpoint) while Ray still runs,
+    then the job stops Ray and ends CANCELLED; the same `tune --slurm` command resumes it."""
     from raytrain.slurm import jobs
 
     jobs.check_job_id(job_id)
-    jobs.cancel(job_id)
-    err.print(f"job {job_id}: cancel requested", markup=False)
+    if jobs.cancel(job_id, now=now):
+        err.print(f"job {job_id}: the driver is saving and stopping; the job then ends CANCELLED "
+                  f"(`raytrain slurm logs {job_id}` follows it)", markup=False)
+    else:
+        err.print(f"job {job_id}: cancelled (scancel)", markup=False)

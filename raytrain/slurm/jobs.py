@@ -87,12 +87,29 @@ def is_active(state: str | None) -> bool:
     return (state or "").split()[0].rstrip("+") in ACTIVE_STATES if state else False
 
 
-def cancel(job_id: str, signal: str | None = None) -> None:
+def cancel(job_id: str, now: bool = False) -> bool:
+    """Cancel the job; True when its driver was asked to save first.
+
+    A running job's batch shell alone gets the script's cancel signal (`scancel --batch`): the driver saves
+    while Ray still runs on every node, then the script stops Ray and cancels the job. With `now`, or a job
+    whose script is not running (pending, requeued), a plain scancel: every step gets SIGTERM at once.
+    """
+    from raytrain.slurm.script import CANCEL_SIGNAL
+
     check_job_id(job_id)
-    argv = ["scancel", *([f"--signal={signal}", "--full"] if signal else []), job_id]
+    state = (status(job_id)["state"] or "").split()[0].rstrip("+") if not now else ""
+    if state == "RUNNING":
+        argv = ["scancel", "--batch", f"--signal={CANCEL_SIGNAL}", job_id]
+        res = run(argv)
+        if res.returncode == 0:
+            return True
+        if is_active(status(job_id)["state"]):  # not a job that ended meanwhile: a real failure
+            raise _failed(argv, res)
+    argv = ["scancel", job_id]
     res = run(argv)
     if res.returncode != 0:
         raise _failed(argv, res)
+    return False
 
 
 def follow_log(job_id: str, follow: bool, poll_s: float = 1.0) -> Iterator[str]:

@@ -15,6 +15,9 @@ from raytrain.config.slurm import SlurmConfig
 SCRIPT_NAME = "slurm_job.sh"
 OUTPUT_PATTERN = "slurm-%j.out"
 TOKEN_NAME = ".ray_auth_token"
+CANCEL_SIGNAL = "USR2"
+"""What `raytrain slurm cancel` sends to the batch shell alone (`scancel --batch`): the driver saves while Ray
+still runs on every node, then Ray stops and the job cancels itself. A plain scancel signals every step at once."""
 
 @dataclass
 class Job:
@@ -136,23 +139,52 @@ stop_ray() {
     RAY_STEPS=()
 }
 
+CANCELLING=0
+
+stop_driver() {
+    # SIGTERM: the driver saves Tune's state (or a training run's checkpoint) and stops its trials.
+    if [ -n "$DRIVER" ]; then
+        kill -TERM "$DRIVER" 2>/dev/null
+        wait "$DRIVER" 2>/dev/null
+        say "driver exited with $?"
+        DRIVER=""
+    fi
+}
+
 on_exit() {
-    trap - EXIT TERM INT
-    if [ -n "$DRIVER" ]; then kill -TERM "$DRIVER" 2>/dev/null; wait "$DRIVER" 2>/dev/null; fi
+    trap - EXIT TERM INT USR2
+    stop_driver
     say "stopping Ray on every node"
     stop_ray
     if [ "$AUTH_MODE" = token ]; then rm -f "$RAY_AUTH_TOKEN_PATH"; fi
+    if [ "$CANCELLING" = 1 ]; then
+        # Everything is saved and stopped: the job ends CANCELLED, as a plain scancel would have left it.
+        say "cancelling job $SLURM_JOB_ID"
+        scancel "$SLURM_JOB_ID"
+    fi
 }
 
 on_term() {
-    # The time limit (--signal=B:TERM@grace), a preemption or scancel: the driver saves Tune's state and
-    # stops its trials; a requeued or resubmitted job then resumes from there.
+    # The time limit (--signal=B:TERM@grace, to this shell only), a preemption or a plain scancel (which
+    # signals Ray on every node at the same time): the driver saves what it can and stops; a requeued or
+    # resubmitted job then resumes from there.
     say "SIGTERM: asking the driver to save its state and stop"
-    if [ -n "$DRIVER" ]; then kill -TERM "$DRIVER" 2>/dev/null; wait "$DRIVER" 2>/dev/null; DRIVER=""; fi
+    stop_driver
+    exit 143
+}
+
+on_cancel() {
+    # `raytrain slurm cancel` (scancel --batch --signal=USR2: this shell only): Ray keeps running on every
+    # node while the driver saves; then on_exit stops Ray and cancels the job.
+    trap '' USR2
+    CANCELLING=1
+    say "cancel requested: asking the driver to save its state and stop while Ray still runs"
+    stop_driver
     exit 143
 }
 trap on_exit EXIT
 trap on_term TERM INT
+trap on_cancel USR2
 
 if [ "$AUTH_MODE" = token ]; then
     # A token for this run of the job only, readable by its owner alone; never on a command line.

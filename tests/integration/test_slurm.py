@@ -143,11 +143,18 @@ def test_cancel_mid_sweep_then_the_same_command_resumes(lab, sweep):
     else:
         pytest.fail(f"no checkpoints in time:\n{log_of(lab, job_id)[-4000:]}")
     cancelled = lab.raytrain("slurm", "cancel", job_id)
-    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.returncode == 0 and "the driver is saving" in cancelled.stderr, cancelled.stderr
     info = wait_done(lab, job_id)
     assert info["state"] == "CANCELLED", info
     log = log_of(lab, job_id)
-    assert "saving Tune's state" in log, log[-3000:]
+    # Only the batch shell was signalled: the driver saved while Ray still ran, and ended before Ray was stopped.
+    said = [line for line in log.splitlines() if line.startswith("raytrain")]
+    steps = ["cancel requested", "saving Tune's state", "driver exited with 143", "stopping Ray on every node",
+             f"cancelling job {job_id}"]
+    at = [next((i for i, line in enumerate(said) if step in line), -1) for step in steps]
+    assert -1 not in at and at == sorted(at), "\n".join(said)
+    assert "Experiment has been interrupted, but the most recent state was saved" in log, log[-3000:]
+    assert not (exp / ".ray_auth_token").exists()
     no_ray_left(lab)
     before = {t.name: [r["training_iteration"] for r in rows(t)] for t in exp.iterdir() if t.is_dir() and rows(t)}
     assert before and any(its[-1] < STOP for its in before.values()), before
@@ -169,6 +176,15 @@ def test_cancel_mid_sweep_then_the_same_command_resumes(lab, sweep):
             assert resumed, f"{t.name} did not continue from a checkpoint: before {before[t.name]}, after {iterations}"
     assert (exp / "slurm_jobs.txt").read_text().split()[::3] == [job_id, again]
     no_ray_left(lab)
+
+
+def test_cancel_of_a_pending_job_is_a_plain_scancel(lab, sweep):
+    path, slurm, results = sweep("name: later\n", stop=1, extra_sbatch=["--begin=now+1hour"])
+    job_id, _ = submit(lab, path, slurm)
+    assert job_state(lab, job_id)["state"] == "PENDING"
+    cancelled = lab.raytrain("slurm", "cancel", job_id)
+    assert cancelled.returncode == 0 and "cancelled (scancel)" in cancelled.stderr, cancelled.stderr
+    assert wait_done(lab, job_id)["state"] == "CANCELLED"
 
 
 def test_bad_slurm_file_exits_2_and_submits_nothing(lab, sweep, tmp_path):

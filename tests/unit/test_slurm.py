@@ -350,3 +350,15 @@ def test_a_second_sigterm_during_the_checkpoint_is_ignored_in_a_slurm_job():
     finally:
         signal.signal(signal.SIGTERM, old_term)
         signal.signal(signal.SIGINT, old_int)
+
+
+def test_the_script_traps_the_cancel_signal_raytrain_sends():
+    """`raytrain slurm cancel` signals the batch shell alone with CANCEL_SIGNAL: the script must trap that one
+    (untrapped, it would end the shell at once and leave the driver unsaved)."""
+    from raytrain.config.slurm import SlurmConfig
+    from raytrain.slurm.script import CANCEL_SIGNAL, Job, batch_script
+
+    text = batch_script(SlurmConfig(nodes=2), Job(kind="tune", name="x", folder="/shared/x", start=["sweep"]))
+    assert f"trap on_cancel {CANCEL_SIGNAL}\n" in text
+    assert 'scancel "$SLURM_JOB_ID"' in text
+
