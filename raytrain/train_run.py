@@ -12,6 +12,7 @@ start leaves nothing behind.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,10 @@ def prepare(
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
+    if not (address or os.environ.get("RAY_ADDRESS")):  # a local Ray: its CPUs are known before it starts
+        from raytrain.training import check_local_cpus
+
+        check_local_cpus(cfg, loaded.source)
     return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir)
 
 

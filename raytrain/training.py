@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 
 from raytrain.config.schema import RaytrainConfig
-from raytrain.errors import TrainError
+from raytrain.config.source import Source
+from raytrain.errors import ConfigError, ConfigIssue, TrainError
 from raytrain.runs import STATE_FILE, MetricsWriter, RunFolder, absolute, flatten, read_state
 
 
@@ -47,16 +48,34 @@ class TrainOutcome:
     final_metrics: dict[str, Any] = field(default_factory=dict)
 
 
+def trial_bundles(cfg: RaytrainConfig) -> list[dict[str, float]]:
+    """What RLlib asks Ray for (its defaults included, e.g. PPO's 2 env runners when none are set): the main
+    process's bundle first, then one per env runner, remote learner and evaluation runner."""
+    from raytrain.rllib.translate import build_ppo_config
+    from raytrain.tune.trainable import RaytrainPPO
+
+    return list(RaytrainPPO.default_resource_request(build_ppo_config(cfg)).bundles)
+
+
 def required_cpus(cfg: RaytrainConfig) -> float:
-    """CPUs the algorithm's actors reserve (RLlib defaults: 1 per EnvRunner and remote Learner)."""
-    r, lr, ev = cfg.env_runners, cfg.learners, cfg.evaluation
-    runners = (r.num_env_runners or 0) * (r.num_cpus_per_env_runner if r.num_cpus_per_env_runner is not None else 1)
-    per_learner = lr.num_cpus_per_learner if isinstance(lr.num_cpus_per_learner, (int, float)) else 1
-    learners = (lr.num_learners or 0) * per_learner
-    evaluators = (ev.evaluation_num_env_runners or 0) * (
-        r.num_cpus_per_env_runner if r.num_cpus_per_env_runner is not None else 1
-    )
-    return runners + learners + evaluators
+    """CPUs the Algorithm's actors reserve (env runners, remote learners, evaluation runners); `train` runs the
+    Algorithm itself in its own process, which reserves nothing."""
+    return float(sum(b.get("CPU", 0.0) for b in trial_bundles(cfg)[1:]))
+
+
+def cpu_field(cfg: RaytrainConfig) -> tuple[str, str]:
+    """The field to lower when the CPUs do not suffice, and a note when it is unset (RLlib's default applies)."""
+    from raytrain.rllib.translate import build_ppo_config
+
+    if cfg.env_runners.num_env_runners is None:
+        return "env_runners.num_env_runners", f" (unset: RLlib's default is {build_ppo_config(cfg).num_env_runners})"
+    if cfg.env_runners.num_env_runners:
+        return "env_runners.num_env_runners", ""
+    if cfg.learners.num_learners:
+        return "learners.num_learners", ""
+    if cfg.evaluation.evaluation_num_env_runners:
+        return "evaluation.evaluation_num_env_runners", ""
+    return "resources.num_cpus_for_main_process", ""
 
 
 def preload_for_build(cfg: RaytrainConfig) -> None:
@@ -70,6 +89,42 @@ def preload_for_build(cfg: RaytrainConfig) -> None:
 
     if cfg.experiment.seed is not None:
         import torch._inductor.config  # noqa: F401
+
+
+def local_ray_cpus() -> float:
+    """The CPUs a local Ray started here will have: counted the way `ray.init(num_cpus=None)` counts them
+    (cgroup quota and affinity included)."""
+    from ray._private.utils import get_num_cpus
+
+    return float(get_num_cpus())
+
+
+def too_few_local_cpus(need: float, cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
+                       have: float | None = None) -> ConfigError | None:
+    """The error for `what` reserving `need` CPUs under `cfg` when a local Ray has fewer, else None: Ray would
+    wait for them forever, so this is found before it starts. `where` locates a dotted key in the files."""
+    have = local_ray_cpus() if have is None else have
+    if need <= have:
+        return None
+    key, note = cpu_field(cfg)
+    return ConfigError([ConfigIssue(
+        where(key), key,
+        f"{what} reserve {need:g} CPUs{note}, but a local Ray on this machine has {have:g}: lower {key} (or the "
+        "CPUs per actor), or join a cluster that has them (--address, --cluster)",
+    )])
+
+
+def check_local_cpus(cfg: RaytrainConfig, source: Source, have: float | None = None) -> None:
+    """Before a local Ray starts: its CPUs must hold the config's actors (`train` runs the Algorithm itself
+    in this process, so only its actors reserve CPUs).
+
+    Raises:
+        ConfigError: at the field to lower (exit 2; nothing started or written).
+    """
+    error = too_few_local_cpus(required_cpus(cfg), cfg, lambda key: source.where(tuple(key.split("."))),
+                               "the config's actors (env runners, learners, evaluation runners)", have)
+    if error is not None:
+        raise error
 
 
 def check_resources(cfg: RaytrainConfig) -> None:

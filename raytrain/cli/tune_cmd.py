@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -73,7 +74,7 @@ def run(
         return
 
     from raytrain.config.sweep_load import load_sweep
-    from raytrain.tune.build import check, plan
+    from raytrain.tune.build import check, check_local_cpus, plan
 
     if submit:
         _submit(file, set_, cluster, name, address, dry_run)
@@ -88,6 +89,8 @@ def run(
     say(loaded.notices + loaded.warnings + ([moved] if moved else []))
     plan_ = plan(loaded)
     check(loaded, plan_)
+    if not (address or os.environ.get("RAY_ADDRESS")):  # a local Ray: its CPUs are known before it starts
+        check_local_cpus(loaded)
     if dry_run:
         shown = json.loads(json.dumps(plan_, default=str))
         shown["param_space"]["raytrain"]["base"] = "<the base train config, see `raytrain config show`>"

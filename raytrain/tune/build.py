@@ -94,6 +94,28 @@ def check(loaded: LoadedSweep, plan_: Plan) -> None:
         raise ConfigError(issues)
 
 
+def check_local_cpus(loaded: LoadedSweep, have: float | None = None) -> None:
+    """Before a local Ray starts: one trial's placement group (its main process and learner, its env runners;
+    what RLlib asks Tune for) must fit the CPUs that Ray will have, or no trial would ever start.
+
+    Raises:
+        ConfigError: at the field to lower, in the sweep's `set:` or in the base config; exit 2.
+    """
+    from raytrain.training import too_few_local_cpus, trial_bundles
+
+    cfg = loaded.base.config
+    need = float(sum(b.get("CPU", 0.0) for b in trial_bundles(cfg)))
+
+    def where(key: str) -> str | None:
+        if key in loaded.sweep.set:
+            return loaded.source.where(("set", key))
+        return loaded.base.source.where(tuple(key.split(".")))
+
+    error = too_few_local_cpus(need, cfg, where, "each trial's actors (main process and learner, env runners)", have)
+    if error is not None:
+        raise error
+
+
 def _rllib_problem(cfg: RaytrainConfig) -> str | None:
     from raytrain.rllib.translate import build_ppo_config
 

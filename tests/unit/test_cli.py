@@ -85,7 +85,9 @@ def test_train_dry_run_starts_nothing(write_yaml, tmp_path):
 
 def test_tune_dry_run_with_set_and_name_starts_nothing(tmp_path):
     storage = tmp_path / "results"
-    (tmp_path / "base.yaml").write_text("environment: {env: CartPole-v1}\nstop: {training_iteration: 3}\n")
+    # No env runners: with RLlib's default 2 a trial needs 3 CPUs, more than a 2-CPU machine has (refused).
+    (tmp_path / "base.yaml").write_text("environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 0}\n"
+                                        "stop: {training_iteration: 3}\n")
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
         f"base: base.yaml\nsearch: {{algorithm: random, num_samples: 2}}\ncheckpoint: {{storage_path: {storage}}}\n"
