@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from raytrain.config.load import load_config
+from raytrain.config.load import load_config, load_source
 from raytrain.config.schema import RaytrainConfig
+from raytrain.config.source import Source
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
 from raytrain.runs import STATE_FILE, RunFolder, absolute
 
@@ -33,14 +34,29 @@ class EvalResult:
         }
 
 
+TUNE_CHECKPOINT = "rllib_checkpoint.json"
+"""What marks a checkpoint a sweep's trial saved (RLlib's own files; its config is the trial's params.json)."""
+
+
+def _tune_checkpoints(trial_dir: Path) -> list[Path]:
+    """A sweep trial's checkpoints, oldest first (Tune names them checkpoint_<n>, n from 0)."""
+    found = [p for p in trial_dir.glob("checkpoint_*") if p.name[11:].isdigit() and (p / TUNE_CHECKPOINT).is_file()]
+    return sorted(found, key=lambda p: int(p.name[11:]))
+
+
+def _is_trial_dir(path: Path) -> bool:
+    return (path / "params.json").is_file()
+
+
 def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None = None) -> Path:
     """A checkpoint folder, or a run folder (its latest complete checkpoint), as an absolute path.
 
-    A relative path is taken from the working directory. `on_skip` is told about each checkpoint of a run
-    folder that is passed over because its state file cannot be read.
+    Also a sweep trial's checkpoint (what `raytrain tune` prints as the best checkpoint), or a trial folder
+    (its latest checkpoint). A relative path is taken from the working directory. `on_skip` is told about
+    each checkpoint of a run folder that is passed over because its state file cannot be read.
 
     Raises:
-        UsageError: `path` is neither (checked without Ray).
+        UsageError: `path` is none of these (checked without Ray).
     """
     p = absolute(path)
     if p.name.endswith((".partial", ".deleting")):
@@ -52,7 +68,63 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         if latest is not None:
             return latest
         raise UsageError(f"{path} is a run folder without a complete checkpoint (nothing to evaluate yet)")
-    raise UsageError(f"{path} is not a raytrain checkpoint (no {STATE_FILE}) nor a run folder with checkpoints")
+    if (p / TUNE_CHECKPOINT).is_file() and _is_trial_dir(p.parent):
+        return p
+    if _is_trial_dir(p):
+        trial = _tune_checkpoints(p)
+        if trial:
+            return trial[-1]
+        raise UsageError(f"{path} is a sweep trial without a checkpoint (nothing to evaluate yet)")
+    if (p / "leaderboard.json").is_file():
+        best = _best_checkpoint(p)
+        if best is not None:
+            return best
+        raise UsageError(f"{path}: no trial on its leaderboard has a checkpoint (nothing to evaluate)")
+    if not p.exists():
+        raise UsageError(f"{path} does not exist")
+    raise UsageError(f"{path} is not a raytrain checkpoint (no {STATE_FILE}), a sweep trial's checkpoint, nor a run, "
+                     "trial or experiment folder with checkpoints")
+
+
+def _best_checkpoint(exp_dir: Path) -> Path | None:
+    """The checkpoint of the best-ranked trial that has one on the sweep's leaderboard.json (as `raytrain tune`
+    printed it), found in `exp_dir` even when the experiment folder was moved since."""
+    import json
+
+    try:
+        board = json.loads((exp_dir / "leaderboard.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for entry in board if isinstance(board, list) else []:
+        recorded = entry.get("checkpoint") if isinstance(entry, dict) else None
+        if not isinstance(recorded, str) or not recorded:
+            continue
+        here = exp_dir / Path(recorded).parent.name / Path(recorded).name
+        for candidate in (here, Path(recorded)):
+            if (candidate / TUNE_CHECKPOINT).is_file() and _is_trial_dir(candidate.parent):
+                return candidate
+    return None
+
+
+def _trial_source(checkpoint: Path) -> Source:
+    """The config the sweep's trial that saved `checkpoint` ran, from the trial's params.json.
+
+    Raises:
+        UsageError: params.json is not a raytrain sweep trial's.
+    """
+    import copy
+    import json
+
+    from raytrain.config.sweep_load import trial_source
+    from raytrain.tune import TRIAL_KEY
+
+    params = checkpoint.parent / "params.json"
+    try:
+        spec = json.loads(params.read_text())[TRIAL_KEY]
+        base, overrides = spec["base"], dict(spec.get("overrides") or {})
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"{params} is not the params.json of a raytrain sweep's trial: cannot tell its config") from None
+    return trial_source(Source(copy.deepcopy(base), {}, str(params)), overrides)
 
 
 @dataclass
@@ -76,11 +148,16 @@ def plan_eval(checkpoint: str | Path, seed: int | None = None, on_skip: Callable
     overrides = ["env_runners.num_env_runners=0", "evaluation={}", "learners.num_learners=0", "learners.num_gpus_per_learner=0"]
     if seed is not None:
         overrides.append(f"experiment.seed={seed}")
-    cfg = load_config(ckpt / "config.yaml", overrides).config
+    if (ckpt / "config.yaml").is_file():
+        config_file = ckpt / "config.yaml"
+        cfg = load_config(config_file, overrides).config
+    else:  # a sweep trial's checkpoint
+        config_file = ckpt.parent / "params.json"
+        cfg = load_source(_trial_source(ckpt), overrides).config
     try:
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
-        raise ConfigError([ConfigIssue(str(ckpt / "config.yaml"), "", f"RLlib rejects the config: {exc}")]) from None
+        raise ConfigError([ConfigIssue(str(config_file), "", f"RLlib rejects the config: {exc}")]) from None
     return EvalPlan(ckpt, cfg)
 
 

@@ -134,7 +134,9 @@ def run_train(
 
 
 def eval_(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder, or a run folder (its latest checkpoint).")],
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint folder, or a run folder (its latest checkpoint); "
+                                               "a sweep's trial checkpoint or trial folder, or its experiment folder "
+                                               "(the best trial's checkpoint).")],
     episodes: int = typer.Option(10, "--episodes", "-n", min=1, help="Episodes to run."),
     explore: bool = typer.Option(False, help="Sample stochastic actions instead of the greedy ones."),
     seed: int | None = typer.Option(None, help="Seed the evaluation env."),
@@ -149,10 +151,16 @@ def _eval(checkpoint: Path, episodes: int, explore: bool, seed: int | None, json
     from raytrain.evaluate import evaluate, plan_eval
 
     plan = plan_eval(checkpoint, seed, on_skip=_warn)  # not a checkpoint, bad config: exit 2 before Ray
+    from raytrain.quiet import quiet_ray
     from raytrain.ray_session import connect_ray
 
-    connect_ray(None)
-    result = evaluate(plan, episodes, explore)
+    messages = quiet_ray()  # Ray's and RLlib's own warnings: off the terminal (--verbose prints them); eval writes nothing
+    try:
+        connect_ray(None)
+        result = evaluate(plan, episodes, explore)
+    finally:
+        if messages is not None:
+            messages.close()
     summary = result.summary()
     if json_:
         typer.echo(json.dumps({**summary, "returns": result.returns}))

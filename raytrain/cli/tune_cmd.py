@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -298,7 +299,8 @@ def _report(exp_dir: Path) -> None:
         best = trials[0]
         out.print(f"best trial: {best.name}: {meta['metric']} = {best.metric_last:.1f}", markup=False)
         out.print(f"best hyperparameters: {json.dumps(best.hyperparameters)}", markup=False)
-        out.print(f"best checkpoint: {best.checkpoint}", markup=False)
+        hint = f"  (raytrain eval {shlex.quote(str(best.checkpoint))})" if best.checkpoint else ""
+        out.print(f"best checkpoint: {best.checkpoint}{hint}", markup=False)
         out.print(f"best config: {exp_dir / 'best.yaml'}  (raytrain train {exp_dir / 'best.yaml'})", markup=False)
     out.print(f"plots: {exp_dir / 'plots'}   tensorboard --logdir {exp_dir}", markup=False)
     out.print(str(exp_dir), markup=False)

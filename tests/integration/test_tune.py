@@ -112,6 +112,16 @@ def test_pbt_exploit_trains_with_the_new_lr(ray_session, tuned, tmp_path):
     assert data["algorithm"] == "pbt" and len(data["trials"]) == 2
     assert all(t["status"] == "TERMINATED" and t["iteration"] == 8 for t in data["trials"])
     assert data["best"]["metric_last"] is not None and data["best"]["checkpoint"]
+    # `raytrain eval` takes the best checkpoint as printed, its trial folder, or the experiment folder.
+    assert f"(raytrain eval {data['best']['checkpoint']})" in result.output
+    trial_dir = Path(data["best"]["checkpoint"]).parent
+    for target in (data["best"]["checkpoint"], str(trial_dir), str(exp)):
+        evaluated = invoke(["eval", target, "-n", "2", "--json"])
+        assert evaluated.exit_code == 0, evaluated.output
+        summary = json.loads(evaluated.stdout)
+        assert summary["episodes"] == 2 and len(summary["returns"]) == 2
+        expected = data["best"]["checkpoint"] if target != str(trial_dir) else str(max(trial_dir.glob("checkpoint_*")))
+        assert summary["checkpoint"] == expected
 
 
 def test_optuna_with_asha_pruning(ray_session, tuned):

@@ -180,10 +180,61 @@ def test_proc_is_unwritable_even_for_root(tmp_path, no_ray_start):
 def test_eval_and_resume_of_a_non_run_exit_2_before_ray(tmp_path, monkeypatch, no_ray_start):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "keep" / "notarun").mkdir(parents=True)
-    for args in (["eval", "keep/notarun"], ["train", "--resume", "keep/notarun"], ["eval", "missing"]):
+    for args, said in ((["eval", "keep/notarun"], "not a raytrain"), (["train", "--resume", "keep/notarun"], "not a raytrain"),
+                       (["eval", "missing"], "missing does not exist")):
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
-        assert "not a raytrain" in result.output and "Traceback" not in result.output
+        assert said in result.output and "Traceback" not in result.output
+
+
+def _sweep_trial(exp: Path, name: str, checkpoints: int, params: str | None = None) -> Path:
+    """A trial folder as a raytrain sweep leaves it (params.json, checkpoint_<n> with RLlib's marker file)."""
+    trial = exp / name
+    trial.mkdir(parents=True)
+    spec = {"raytrain": {"base": yaml.safe_load(TINY.format(storage=exp / "runs")), "overrides": {"model.fcnet_hiddens": [8]}}}
+    (trial / "params.json").write_text(params if params is not None else json.dumps(spec))
+    for n in range(checkpoints):
+        (trial / f"checkpoint_{n:06d}").mkdir()
+        (trial / f"checkpoint_{n:06d}" / "rllib_checkpoint.json").write_text("{}")
+    return trial
+
+
+def test_eval_finds_a_sweep_trials_checkpoint_and_its_config(tmp_path, no_ray_start):
+    from raytrain.evaluate import plan_eval
+
+    exp = tmp_path / "results" / "sweep"
+    trial = _sweep_trial(exp, "sweep_0001", 11)
+    (trial / "checkpoint_000011.partial").mkdir()  # not Tune's name for a checkpoint: ignored
+    latest = trial / "checkpoint_000010"
+    for target in (latest, trial):
+        plan = plan_eval(target)
+        assert plan.checkpoint == latest and plan.config.model.fcnet_hiddens == [8]
+        assert plan.config.env_runners.num_env_runners == 0
+    assert plan_eval(trial / "checkpoint_000002").checkpoint == trial / "checkpoint_000002"
+    # The experiment folder: the best trial with a checkpoint on the leaderboard, found even after a move.
+    _sweep_trial(exp, "sweep_0002", 0)
+    board = [{"name": "sweep_0002", "checkpoint": None},
+             {"name": "sweep_0001", "checkpoint": "/elsewhere/sweep/sweep_0001/checkpoint_000004"}]
+    (exp / "leaderboard.json").write_text(json.dumps(board))
+    assert plan_eval(exp).checkpoint == trial / "checkpoint_000004"
+
+
+@pytest.mark.parametrize("params", ["", "{", "[]", '{"raytrain": 1}', '{"other": {}}', '{"raytrain": {"overrides": {}}}'])
+def test_eval_of_a_trial_that_is_not_raytrains_exit_2(tmp_path, no_ray_start, params):
+    trial = _sweep_trial(tmp_path / "exp", "t", 1, params=params)
+    for target in (trial, trial / "checkpoint_000000"):
+        result = runner.invoke(app, ["eval", str(target)])
+        assert result.exit_code == 2, result.output
+        assert "is not the params.json of a raytrain sweep's trial" in result.output and "Traceback" not in result.output
+
+
+def test_eval_of_a_trial_or_sweep_without_checkpoints_says_so(tmp_path, no_ray_start):
+    trial = _sweep_trial(tmp_path / "exp", "t", 0)
+    result = runner.invoke(app, ["eval", str(trial)])
+    assert result.exit_code == 2 and "sweep trial without a checkpoint" in result.output
+    (tmp_path / "exp" / "leaderboard.json").write_text(json.dumps([{"name": "t", "checkpoint": None}]))
+    result = runner.invoke(app, ["eval", str(tmp_path / "exp")])
+    assert result.exit_code == 2 and "no trial on its leaderboard has a checkpoint" in result.output
 
 
 def test_eval_of_a_run_without_checkpoints_says_so(run_dir, no_ray_start):
