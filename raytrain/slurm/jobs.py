@@ -93,22 +93,32 @@ def cancel(job_id: str, now: bool = False) -> bool:
     A running job's batch shell alone gets the script's cancel signal (`scancel --batch`): the driver saves
     while Ray still runs on every node, then the script stops Ray and cancels the job. With `now`, or a job
     whose script is not running (pending, requeued), a plain scancel: every step gets SIGTERM at once.
+
+    Raises:
+        UsageError: the job is no longer queued or running (before the call, or by the time Slurm answers).
+        ClusterError: scancel failed for another reason.
     """
     from raytrain.slurm.script import CANCEL_SIGNAL
 
+    def ended(state: str | None) -> UsageError:
+        return UsageError(f"job {job_id} is {state or 'gone'}: not queued or running, nothing to cancel")
+
     check_job_id(job_id)
-    state = (status(job_id)["state"] or "").split()[0].rstrip("+") if not now else ""
-    if state == "RUNNING":
-        argv = ["scancel", "--batch", f"--signal={CANCEL_SIGNAL}", job_id]
-        res = run(argv)
-        if res.returncode == 0:
+    state = status(job_id)["state"]
+    if not is_active(state):
+        raise ended(state)
+    if not now and (state or "").split()[0].rstrip("+") == "RUNNING":
+        if run(["scancel", "--batch", f"--signal={CANCEL_SIGNAL}", job_id]).returncode == 0:
             return True
-        if is_active(status(job_id)["state"]):  # not a job that ended meanwhile: a real failure
-            raise _failed(argv, res)
+        state = status(job_id)["state"]
+        if not is_active(state):  # it ended meanwhile
+            raise ended(state)
+        # Slurm refused the signal (the job left RUNNING meanwhile): cancel it plainly, as asked.
     argv = ["scancel", job_id]
     res = run(argv)
     if res.returncode != 0:
-        raise _failed(argv, res)
+        state = status(job_id)["state"]
+        raise ended(state) if not is_active(state) else _failed(argv, res)
     return False
 
 

@@ -185,6 +185,8 @@ def test_cancel_of_a_pending_job_is_a_plain_scancel(lab, sweep):
     cancelled = lab.raytrain("slurm", "cancel", job_id)
     assert cancelled.returncode == 0 and "cancelled (scancel)" in cancelled.stderr, cancelled.stderr
     assert wait_done(lab, job_id)["state"] == "CANCELLED"
+    again = lab.raytrain("slurm", "cancel", job_id)
+    assert again.returncode == 2 and "is CANCELLED: not queued or running, nothing to cancel" in again.stderr, again.stderr
 
 
 def test_bad_slurm_file_exits_2_and_submits_nothing(lab, sweep, tmp_path):
