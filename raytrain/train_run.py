@@ -133,9 +133,9 @@ def prepare(
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
     if not (address or os.environ.get("RAY_ADDRESS")):  # a local Ray: its CPUs are known before it starts
-        from raytrain.training import check_local_cpus
+        from raytrain.training import check_train_cpus
 
-        check_local_cpus(cfg, loaded.source)
+        check_train_cpus(cfg, loaded.source)
     return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir)
 
 

@@ -63,6 +63,10 @@ def required_cpus(cfg: RaytrainConfig) -> float:
     return float(sum(b.get("CPU", 0.0) for b in trial_bundles(cfg)[1:]))
 
 
+TRAIN_ACTORS = "the config's actors (env runners, learners, evaluation runners)"
+TRIAL_ACTORS = "each trial's actors (main process and learner, env runners)"
+
+
 def cpu_field(cfg: RaytrainConfig) -> tuple[str, str]:
     """The field to lower when the CPUs do not suffice, and a note when it is unset (RLlib's default applies)."""
     from raytrain.rllib.translate import build_ppo_config
@@ -91,38 +95,52 @@ def preload_for_build(cfg: RaytrainConfig) -> None:
         import torch._inductor.config  # noqa: F401
 
 
-def local_ray_cpus() -> float:
-    """The CPUs a local Ray started here will have: counted the way `ray.init(num_cpus=None)` counts them
-    (cgroup quota and affinity included)."""
+@dataclass(frozen=True)
+class RayCpus:
+    """A Ray's CPUs, as the checks before it starts describe them."""
+
+    name: str
+    """How the error names it: `a local Ray on this machine`, `the job's Ray (3 nodes of 2 CPUs)`."""
+    total: float
+    per_node: float | None = None
+    """The CPUs of each node, where there are several (a placement group's bundle must fit on one)."""
+    more: str = "join a cluster that has them (--address, --cluster)"
+    """What to do instead of lowering the config."""
+
+
+def local_ray() -> RayCpus:
+    """A local Ray started here: its CPUs counted the way `ray.init(num_cpus=None)` counts them (cgroup quota
+    and affinity included)."""
     from ray._private.utils import get_num_cpus
 
-    return float(get_num_cpus())
+    return RayCpus("a local Ray on this machine", float(get_num_cpus()))
 
 
-def too_few_local_cpus(need: float, cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
-                       have: float | None = None) -> ConfigError | None:
-    """The error for `what` reserving `need` CPUs under `cfg` when a local Ray has fewer, else None: Ray would
-    wait for them forever, so this is found before it starts. `where` locates a dotted key in the files."""
-    have = local_ray_cpus() if have is None else have
-    if need <= have:
-        return None
+def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
+                 ray: RayCpus) -> ConfigError | None:
+    """The error for `bundles` (what `what` reserves under `cfg`) when `ray` cannot place them, else None: Ray
+    would wait for them forever, so this is found before it starts. `where` locates a dotted key in the files."""
+    need = sum(b.get("CPU", 0.0) for b in bundles)
+    largest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
     key, note = cpu_field(cfg)
-    return ConfigError([ConfigIssue(
-        where(key), key,
-        f"{what} reserve {need:g} CPUs{note}, but a local Ray on this machine has {have:g}: lower {key} (or the "
-        "CPUs per actor), or join a cluster that has them (--address, --cluster)",
-    )])
+    if need > ray.total:
+        text = f"{what} reserve {need:g} CPUs{note}, but {ray.name} has {ray.total:g}"
+    elif ray.per_node is not None and largest > ray.per_node:
+        text = f"one of {what} reserves {largest:g} CPUs, more than one node of {ray.name} has ({ray.per_node:g})"
+    else:
+        return None
+    return ConfigError([ConfigIssue(where(key), key, f"{text}: lower {key} (or the CPUs per actor), or {ray.more}")])
 
 
-def check_local_cpus(cfg: RaytrainConfig, source: Source, have: float | None = None) -> None:
-    """Before a local Ray starts: its CPUs must hold the config's actors (`train` runs the Algorithm itself
-    in this process, so only its actors reserve CPUs).
+def check_train_cpus(cfg: RaytrainConfig, source: Source, ray: RayCpus | None = None) -> None:
+    """Before Ray starts: `ray` (by default a local Ray) must hold the config's actors (`train` runs the
+    Algorithm itself in its own process, so only its actors reserve CPUs).
 
     Raises:
         ConfigError: at the field to lower (exit 2; nothing started or written).
     """
-    error = too_few_local_cpus(required_cpus(cfg), cfg, lambda key: source.where(tuple(key.split("."))),
-                               "the config's actors (env runners, learners, evaluation runners)", have)
+    error = too_few_cpus(trial_bundles(cfg)[1:], cfg, lambda key: source.where(tuple(key.split("."))), TRAIN_ACTORS,
+                         ray or local_ray())
     if error is not None:
         raise error
 

@@ -75,7 +75,7 @@ def run(
         return
 
     from raytrain.config.sweep_load import load_sweep
-    from raytrain.tune.build import check, check_local_cpus, plan
+    from raytrain.tune.build import check, check_cpus, plan
 
     if submit:
         _submit(file, set_, cluster, name, address, dry_run)
@@ -91,7 +91,7 @@ def run(
     plan_ = plan(loaded)
     check(loaded, plan_)
     if not (address or os.environ.get("RAY_ADDRESS")):  # a local Ray: its CPUs are known before it starts
-        check_local_cpus(loaded)
+        check_cpus(loaded)
     if dry_run:
         shown = json.loads(json.dumps(plan_, default=str))
         shown["param_space"]["raytrain"]["base"] = "<the base train config, see `raytrain config show`>"

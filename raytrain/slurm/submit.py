@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -13,6 +14,9 @@ from raytrain.config.slurm import SlurmConfig, load_slurm
 from raytrain.errors import UsageError
 from raytrain.slurm import jobs
 from raytrain.slurm.script import SCRIPT_NAME, Job, batch_script, sbatch_argv
+
+if TYPE_CHECKING:
+    from raytrain.training import RayCpus
 
 JOBS_FILE = "slurm_jobs.txt"
 """One line per job submitted for a folder: `JOB_ID TIME`."""
@@ -61,10 +65,19 @@ def _running_jobs(folder: Path) -> list[str]:
     return active
 
 
+def _job_ray(cfg: SlurmConfig, slurm_file: Path) -> RayCpus:
+    """The job's Ray as the CPU checks describe it (`cpus_per_node` is each node's `ray start --num-cpus`)."""
+    from raytrain.training import RayCpus
+
+    return RayCpus(f"the job's Ray ({cfg.nodes} node{'s' if cfg.nodes > 1 else ''} of {cfg.cpus_per_node} CPUs)",
+                   float(cfg.nodes * cfg.cpus_per_node), float(cfg.cpus_per_node),
+                   f"raise nodes or cpus_per_node in {slurm_file}")
+
+
 def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submission:
     """Load and check the Slurm file and the sweep (as `raytrain tune` checks it); build the job's script."""
     from raytrain.config.sweep_load import load_sweep
-    from raytrain.tune.build import check, plan
+    from raytrain.tune.build import check, check_cpus, plan
 
     cfg = load_slurm(slurm_file)
     overrides = list(overrides)
@@ -95,6 +108,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
         notices.append("notice: failure.max_failures is 0: a trial on a worker node that fails ends in error instead "
                        "of continuing from its checkpoint on the other nodes (set it to 2, say)")
     check(loaded, plan(loaded))
+    check_cpus(loaded, _job_ray(cfg, slurm_file))
     _check_folder(exp)
     name_override = [f"name={loaded.name}"]
     sets = [w for kv in [*overrides, *name_override] for w in ("--set", kv)]
@@ -122,6 +136,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     from raytrain.paths import probe_writable
     from raytrain.rllib.translate import build_ppo_config
     from raytrain.runs import RunFolder, experiment_dir, free_run_path
+    from raytrain.training import check_train_cpus
 
     cfg = load_slurm(slurm_file)
     overrides = list(overrides)
@@ -166,6 +181,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
         build_ppo_config(loaded.config).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
+    check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file))
     _check_folder(run_dir)
     sets = [w for kv in overrides for w in ("--set", kv)]
     given = [str(Path(file).resolve())] if file is not None else []

@@ -20,6 +20,7 @@ from raytrain.tune import TRIAL_KEY
 
 if TYPE_CHECKING:
     from raytrain.config.schema import RaytrainConfig
+    from raytrain.training import RayCpus
 
 Plan = dict[str, Any]
 """Everything Tune is given, as JSON-ready data (what `tune --dry-run` shows)."""
@@ -94,24 +95,23 @@ def check(loaded: LoadedSweep, plan_: Plan) -> None:
         raise ConfigError(issues)
 
 
-def check_local_cpus(loaded: LoadedSweep, have: float | None = None) -> None:
-    """Before a local Ray starts: one trial's placement group (its main process and learner, its env runners;
-    what RLlib asks Tune for) must fit the CPUs that Ray will have, or no trial would ever start.
+def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:
+    """Before Ray starts: one trial's placement group (its main process and learner, its env runners; what
+    RLlib asks Tune for) must fit `ray`'s CPUs (by default a local Ray's), or no trial would ever start.
 
     Raises:
         ConfigError: at the field to lower, in the sweep's `set:` or in the base config; exit 2.
     """
-    from raytrain.training import too_few_local_cpus, trial_bundles
+    from raytrain.training import TRIAL_ACTORS, local_ray, too_few_cpus, trial_bundles
 
     cfg = loaded.base.config
-    need = float(sum(b.get("CPU", 0.0) for b in trial_bundles(cfg)))
 
     def where(key: str) -> str | None:
         if key in loaded.sweep.set:
             return loaded.source.where(("set", key))
         return loaded.base.source.where(tuple(key.split(".")))
 
-    error = too_few_local_cpus(need, cfg, where, "each trial's actors (main process and learner, env runners)", have)
+    error = too_few_cpus(trial_bundles(cfg), cfg, where, TRIAL_ACTORS, ray or local_ray())
     if error is not None:
         raise error
 

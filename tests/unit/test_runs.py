@@ -120,12 +120,12 @@ def test_name_outside_storage_exit_2_nothing_written(tmp_path, no_ray_start):
 def test_more_actors_than_a_local_ray_has_cpus_exit_2_before_ray(tmp_path, monkeypatch, no_ray_start, dry_run):
     """Ray would wait forever for actors it cannot place: with no cluster named, the local Ray's CPUs are known
     before it starts, so the refusal comes first, at the field, and nothing is written."""
-    from raytrain.training import local_ray_cpus
+    from raytrain.training import local_ray
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY.format(storage=tmp_path / "results"))
-    runners = int(local_ray_cpus()) + 1
+    runners = int(local_ray().total) + 1
     result = runner.invoke(app, ["train", str(config), "--set", f"env_runners.num_env_runners={runners}",
                                  *(["--dry-run"] if dry_run else [])])
     assert result.exit_code == 2, result.output
@@ -137,14 +137,14 @@ def test_more_actors_than_a_local_ray_has_cpus_exit_2_before_ray(tmp_path, monke
 
 def test_the_local_cpu_check_points_at_the_field_in_the_file(tmp_path):
     from raytrain.config.load import load_config
-    from raytrain.training import check_local_cpus
+    from raytrain.training import RayCpus, check_train_cpus
 
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY.format(storage=tmp_path / "results").replace("num_env_runners: 0", "num_env_runners: 3"))
     loaded = load_config(config, [])
-    check_local_cpus(loaded.config, loaded.source, have=3)
+    check_train_cpus(loaded.config, loaded.source, RayCpus("a local Ray on this machine", 3))
     with pytest.raises(ConfigError) as caught:
-        check_local_cpus(loaded.config, loaded.source, have=2.5)
+        check_train_cpus(loaded.config, loaded.source, RayCpus("a local Ray on this machine", 2.5))
     assert str(caught.value).startswith(f"{config}:3: env_runners.num_env_runners: ")
     assert "reserve 3 CPUs, but a local Ray on this machine has 2.5" in str(caught.value)
 

@@ -70,6 +70,33 @@ def test_bad_slurm_file_exits_2_with_file_line_and_writes_nothing(files, text, l
     assert not (tmp_path / "results").exists()
 
 
+CPU_SHORT = [
+    # (base's `env_runners`/`resources`, its line, Slurm file, command, what the error says)
+    ("env_runners: {num_env_runners: 2}", 2, "nodes: 1\ncpus_per_node: 2\n", "tune",
+     "each trial's actors (main process and learner, env runners) reserve 3 CPUs, but the job's Ray (1 node of 2 CPUs) has 2"),
+    ("env_runners: {num_env_runners: 0}\nresources: {num_cpus_for_main_process: 2}", 3, "nodes: 3\ncpus_per_node: 1\n", "tune",
+     "one of each trial's actors (main process and learner, env runners) reserves 2 CPUs, more than one node of the "
+     "job's Ray (3 nodes of 1 CPUs) has (1)"),
+    ("env_runners: {num_env_runners: 3}", 2, "nodes: 1\ncpus_per_node: 2\n", "train",
+     "the config's actors (env runners, learners, evaluation runners) reserve 3 CPUs, but the job's Ray (1 node of 2 CPUs) has 2"),
+]
+
+
+@pytest.mark.parametrize(("setting", "line", "text", "command", "message"), CPU_SHORT)
+def test_a_job_whose_ray_cannot_place_a_trial_exits_2_and_submits_nothing(files, setting, line, text, command, message):
+    """Ray inside the job would wait for the trial's CPUs until the time limit: refused before sbatch."""
+    sweep, slurm, tmp_path = files
+    base = tmp_path / "base.yaml"
+    base.write_text(base.read_text().replace("env_runners: {num_env_runners: 0}", setting))
+    path = slurm(text)
+    for dry in ([], ["--dry-run"]):
+        result = runner.invoke(app, [command, str(sweep if command == "tune" else base), "--slurm", str(path), *dry])
+        assert result.exit_code == 2, result.output
+        assert f"{base}:{line}: " in result.output and message in result.output, result.output
+        assert f"or raise nodes or cpus_per_node in {path}" in result.output
+    assert not (tmp_path / "results").exists()
+
+
 def test_slurm_with_address_or_cluster_is_refused(files):
     sweep, slurm, _ = files
     path = slurm("nodes: 2\n")

@@ -103,10 +103,10 @@ BAD_SWEEPS = [
 
 def test_a_trial_larger_than_the_local_ray_exits_2_before_ray(sweep, tmp_path, monkeypatch):
     """No trial could ever start (Tune would wait forever): refused at the field, before Ray, nothing written."""
-    from raytrain.training import local_ray_cpus
+    from raytrain.training import local_ray
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    runners = int(local_ray_cpus())  # with the main process's CPU, one more than the machine has
+    runners = int(local_ray().total)  # with the main process's CPU, one more than the machine has
     path = sweep(f"name: big\nset: {{env_runners.num_env_runners: {runners}}}\n")
     before = listing(tmp_path)
     for dry_run in ([], ["--dry-run"]):
@@ -122,14 +122,15 @@ def test_rllibs_default_env_runners_count_and_are_named(tmp_path):
     """With no env runners set, RLlib's PPO starts 2: a trial then needs 3 CPUs, and the error says why."""
     from raytrain.config.sweep_load import load_sweep
     from raytrain.errors import ConfigError
-    from raytrain.tune.build import check_local_cpus
+    from raytrain.training import RayCpus
+    from raytrain.tune.build import check_cpus
 
     (tmp_path / "base.yaml").write_text("environment: {env: CartPole-v1}\n")
     (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\nname: d\ncheckpoint: {{storage_path: {tmp_path / 'r'}}}\n")
     loaded = load_sweep(tmp_path / "sweep.yaml", [], storage="probe")
-    check_local_cpus(loaded, have=3)
+    check_cpus(loaded, RayCpus("a local Ray on this machine", 3))
     with pytest.raises(ConfigError) as caught:
-        check_local_cpus(loaded, have=2)
+        check_cpus(loaded, RayCpus("a local Ray on this machine", 2))
     assert str(caught.value).startswith(f"{tmp_path / 'base.yaml'}: env_runners.num_env_runners: ")
     assert "reserve 3 CPUs (unset: RLlib's default is 2), but a local Ray on this machine has 2" in str(caught.value)
 
