@@ -40,8 +40,8 @@ TUNE_CHECKPOINT = "rllib_checkpoint.json"
 
 def _tune_checkpoints(trial_dir: Path) -> list[Path]:
     """A sweep trial's checkpoints, oldest first (Tune names them checkpoint_<n>, n from 0)."""
-    found = [p for p in trial_dir.glob("checkpoint_*") if p.name[11:].isdigit() and (p / TUNE_CHECKPOINT).is_file()]
-    return sorted(found, key=lambda p: int(p.name[11:]))
+    numbered = [(p.name.removeprefix("checkpoint_"), p) for p in trial_dir.glob("checkpoint_*")]
+    return [p for n, p in sorted((int(n), p) for n, p in numbered if n.isdigit()) if (p / TUNE_CHECKPOINT).is_file()]
 
 
 def _is_trial_dir(path: Path) -> bool:

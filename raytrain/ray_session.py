@@ -76,6 +76,11 @@ def _stop_local_monitor() -> None:
         node.kill_monitor(check_alive=False)
 
 
+def ray_address(address: str | None) -> str | None:
+    """The Ray cluster a command joins: `address`, else RAY_ADDRESS; None means a local Ray started here."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
 def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     """Connect to the cluster at `address` (or RAY_ADDRESS), or start a local Ray. Returns a description.
 
@@ -88,7 +93,7 @@ def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     """
     from raytrain.quiet import worker_runtime_env
 
-    address = address or os.environ.get("RAY_ADDRESS") or None
+    address = ray_address(address)
     if address:
         try:
             joined = init_ray(address, logging_level="WARNING", runtime_env=worker_runtime_env())

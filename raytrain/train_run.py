@@ -12,7 +12,6 @@ start leaves nothing behind.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +74,7 @@ def prepare(
     from raytrain.config.source import parse_yaml
     from raytrain.errors import ConfigError, ConfigIssue, UsageError
     from raytrain.paths import probe_writable
-    from raytrain.ray_session import cluster_address
+    from raytrain.ray_session import cluster_address, ray_address
     from raytrain.rllib.translate import rllib_calls
     from raytrain.runs import STAMP_PLACEHOLDER, experiment_dir
 
@@ -132,7 +131,7 @@ def prepare(
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
-    if not (address or os.environ.get("RAY_ADDRESS")):  # a local Ray: its CPUs are known before it starts
+    if ray_address(address) is None:  # a local Ray: its CPUs are known before it starts
         from raytrain.training import check_train_cpus
 
         check_train_cpus(cfg, loaded.source)

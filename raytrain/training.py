@@ -51,10 +51,15 @@ class TrainOutcome:
 def trial_bundles(cfg: RaytrainConfig) -> list[dict[str, float]]:
     """What RLlib asks Ray for (its defaults included, e.g. PPO's 2 env runners when none are set): the main
     process's bundle first, then one per env runner, remote learner and evaluation runner."""
-    from raytrain.rllib.translate import build_ppo_config
-    from raytrain.tune.trainable import RaytrainPPO
+    from ray.rllib.algorithms.ppo import PPO
+    from ray.tune import PlacementGroupFactory
 
-    return list(RaytrainPPO.default_resource_request(build_ppo_config(cfg)).bundles)
+    from raytrain.rllib.translate import build_ppo_config
+
+    # RaytrainPPO (a sweep's trainable) asks for exactly this: it only turns its trial config into this PPOConfig.
+    request = PPO.default_resource_request(build_ppo_config(cfg))
+    assert isinstance(request, PlacementGroupFactory)  # Algorithm annotates Resources too; it returns only this
+    return list(request.bundles)
 
 
 def required_cpus(cfg: RaytrainConfig) -> float:

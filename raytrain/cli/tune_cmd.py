@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -90,7 +89,9 @@ def run(
     say(loaded.notices + loaded.warnings + ([moved] if moved else []))
     plan_ = plan(loaded)
     check(loaded, plan_)
-    if not (address or os.environ.get("RAY_ADDRESS")):  # a local Ray: its CPUs are known before it starts
+    from raytrain.ray_session import ray_address
+
+    if ray_address(address) is None:  # a local Ray: its CPUs are known before it starts
         check_cpus(loaded)
     if dry_run:
         shown = json.loads(json.dumps(plan_, default=str))

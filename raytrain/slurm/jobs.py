@@ -83,8 +83,14 @@ def status(job_id: str) -> dict[str, str | None]:
                      "the experiment folder")
 
 
+def base_state(state: str | None) -> str:
+    """`RUNNING` of `RUNNING`, `CANCELLED+` or `CANCELLED by 0`; "" for no state."""
+    words = (state or "").split()
+    return words[0].rstrip("+") if words else ""
+
+
 def is_active(state: str | None) -> bool:
-    return (state or "").split()[0].rstrip("+") in ACTIVE_STATES if state else False
+    return base_state(state) in ACTIVE_STATES
 
 
 def cancel(job_id: str, now: bool = False) -> bool:
@@ -107,7 +113,7 @@ def cancel(job_id: str, now: bool = False) -> bool:
     state = status(job_id)["state"]
     if not is_active(state):
         raise ended(state)
-    if not now and (state or "").split()[0].rstrip("+") == "RUNNING":
+    if not now and base_state(state) == "RUNNING":
         if run(["scancel", "--batch", f"--signal={CANCEL_SIGNAL}", job_id]).returncode == 0:
             return True
         state = status(job_id)["state"]
