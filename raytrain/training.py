@@ -125,16 +125,22 @@ def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Ca
                  ray: RayCpus) -> ConfigError | None:
     """The error for `bundles` (what `what` reserves under `cfg`) when `ray` cannot place them, else None: Ray
     would wait for them forever, so this is found before it starts. `where` locates a dotted key in the files."""
-    need = sum(b.get("CPU", 0.0) for b in bundles)
-    largest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
     key, note = cpu_field(cfg)
-    if need > ray.total:
-        text = f"{what} reserve {need:g} CPUs{note}, but {ray.name} has {ray.total:g}"
-    elif ray.per_node is not None and largest > ray.per_node:
-        text = f"one of {what} reserves {largest:g} CPUs, more than one node of {ray.name} has ({ray.per_node:g})"
-    else:
+    text = cpu_shortfall(bundles, what, note, ray)
+    if text is None:
         return None
     return ConfigError([ConfigIssue(where(key), key, f"{text}: lower {key} (or the CPUs per actor), or {ray.more}")])
+
+
+def cpu_shortfall(bundles: list[dict[str, float]], what: str, note: str, ray: RayCpus) -> str | None:
+    """Why `ray` cannot place `bundles` (all of them, or the largest on one node), or None when it can."""
+    need = sum(b.get("CPU", 0.0) for b in bundles)
+    largest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
+    if need > ray.total:
+        return f"{what} reserve {need:g} CPUs{note}, but {ray.name} has {ray.total:g}"
+    if ray.per_node is not None and largest > ray.per_node:
+        return f"one of {what} reserves {largest:g} CPUs, more than one node of {ray.name} has ({ray.per_node:g})"
+    return None
 
 
 def check_train_cpus(cfg: RaytrainConfig, source: Source, ray: RayCpus | None = None) -> None:

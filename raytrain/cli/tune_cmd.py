@@ -218,9 +218,12 @@ def resume(
 ) -> None:
     """Continue a sweep whose driver was killed: finished trials stay done, running ones continue from checkpoints."""
     address = cluster_address(address, cluster)
+    from raytrain.ray_session import ray_address
+    from raytrain.training import local_ray
     from raytrain.tune.run import check_resume, resume_sweep
 
-    exp_dir = check_resume(experiment_dir)  # before Ray starts and before anything is written
+    # before Ray starts and before anything is written; a local Ray's CPUs are known before it starts
+    exp_dir = check_resume(experiment_dir, local_ray() if ray_address(address) is None else None)
     _drive(address, exp_dir, lambda: resume_sweep(exp_dir, restart_errored, argv()))
 
 

@@ -23,6 +23,8 @@ from raytrain.tune.results import META_FILE, SWEEP_FILE, metric_value, summarize
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
+    from raytrain.training import RayCpus
+
 
 class LiveTable(Callback):
     """Prints a table of trials (status, iteration, metric, hyperparameters) every `every_s` seconds."""
@@ -122,11 +124,12 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
     return exp_dir
 
 
-def check_resume(exp_dir: str | Path) -> Path:
+def check_resume(exp_dir: str | Path, ray: RayCpus | None = None) -> Path:
     """The absolute experiment folder, once it is known to be a sweep Tune can resume. Needs no Ray; writes nothing.
 
     Raises UsageError when the folder is not a raytrain experiment with Tune's experiment state, and
-    ConfigError when the experiment's base config no longer passes raytrain's or RLlib's checks.
+    ConfigError when the experiment's base config no longer passes raytrain's or RLlib's checks, or when
+    `ray` (the local Ray about to start, if it is one) cannot place one of its trials: Tune would wait forever.
     """
     from ray import tune
 
@@ -152,6 +155,14 @@ def check_resume(exp_dir: str | Path) -> Path:
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(meta_file, "base", f"RLlib rejects the experiment's base config: {exc}")]) from None
+    if ray is not None:
+        from raytrain.training import TRIAL_ACTORS, cpu_field, cpu_shortfall, trial_bundles
+
+        key, note = cpu_field(cfg)
+        short = cpu_shortfall(trial_bundles(cfg), TRIAL_ACTORS, note, ray)
+        if short is not None:
+            raise ConfigError([ConfigIssue(meta_file, f"base.{key}", f"{short}: resume it on a Ray that has them "
+                                           "(--address, --cluster); its trials keep the config they started with")])
     return exp_dir
 
 

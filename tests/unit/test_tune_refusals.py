@@ -334,3 +334,33 @@ def test_the_free_name_a_sweep_moves_to_is_checked_too(sweep, tmp_path):
     result = invoke("tune", "--dry-run", str(path))
     assert result.exit_code == 2, result.output
     assert f"the experiment folder {storage / 'n_2'} leads outside checkpoint.storage_path" in result.output
+
+
+def test_resume_of_trials_larger_than_the_local_ray_exits_2_before_ray(sweep, tmp_path, monkeypatch):
+    """A sweep resumed on a smaller machine than it started on: its trials would stay PENDING forever."""
+    import json
+
+    from raytrain.training import RayCpus, local_ray
+    from raytrain.tune.run import check_resume
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    exp = _meta_only_experiment(sweep, tmp_path)
+    runners = int(local_ray().total)  # with the main process's CPU, one more than the machine has
+    meta = json.loads((exp / "raytrain_sweep.json").read_text())
+    meta["base"]["env_runners"]["num_env_runners"] = runners
+    (exp / "raytrain_sweep.json").write_text(json.dumps(meta))
+    (exp / "tuner.pkl").write_bytes(b"")  # what Tuner.can_restore looks for
+    before = listing(tmp_path)
+    command_txt = (exp / "command.txt").read_text()
+    result = invoke("tune", "resume", str(exp))
+    assert result.exit_code == 2, result.output
+    assert (f"{exp / 'raytrain_sweep.json'}: base.env_runners.num_env_runners: each trial's actors (main process "
+            f"and learner, env runners) reserve {runners + 1} CPUs, but a local Ray on this machine has "
+            f"{local_ray().total:g}: resume it on a Ray that has them (--address, --cluster)") in result.output
+    assert "Traceback" not in result.output
+    assert listing(tmp_path) == before
+    assert (exp / "command.txt").read_text() == command_txt
+    assert not ray_started()
+    # A Ray that holds them (a cluster named with --address / --cluster is not checked before it is joined).
+    assert check_resume(exp, RayCpus("a cluster", runners + 1)) == exp
+    assert check_resume(exp) == exp
