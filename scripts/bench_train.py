@@ -69,7 +69,7 @@ g = lambda section, key: section.get(key, MISSING)
 ray.init(include_dashboard=False, logging_level="WARNING")
 config = (
     PPOConfig()
-    .environment(env=hp["env"])
+    .environment(env=hp["env"], **given(normalize_actions=hp["environment"].get("normalize_actions", MISSING)))
     .env_runners(**given(
         num_env_runners=g(env_runners, "num_env_runners"),
         num_envs_per_env_runner=g(env_runners, "num_envs_per_env_runner"),
@@ -148,7 +148,7 @@ model.learn(budget, callback=StopAtThreshold())
 # YAML keys the baseline script knows, per section; anything else in CONFIG is an error (the two
 # sides would no longer train the same thing).
 BASELINE_KEYS = {
-    "environment": {"env"},
+    "environment": {"env", "normalize_actions"},
     "env_runners": {"num_env_runners", "num_envs_per_env_runner", "rollout_fragment_length", "batch_mode"},
     "training": {"lr", "gamma", "lambda", "clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff",
                  "grad_clip", "grad_clip_by", "use_kl_loss", "kl_coeff", "kl_target", "train_batch_size",
@@ -189,6 +189,7 @@ def baseline_hyperparameters(config_path: Path, iterations: int) -> dict:
             training[key] = _schedule(training[key])
     return {
         "env": data["environment"]["env"],
+        "environment": data["environment"],
         "env_runners": data.get("env_runners") or {},
         "training": training,
         "model": data.get("model") or {},
