@@ -99,6 +99,13 @@ def run_once(tree: Path, storage: Path, extra: list[str]) -> dict[str, float | i
             "actors": len(pids), "exploits": exploits}
 
 
+def _fmt(value: float | None) -> str:
+    """A median as the table shows it: whole counts as integers, the rest to two decimals."""
+    if value is None:
+        return "-"
+    return f"{value:g}" if float(value).is_integer() else f"{value:.2f}"
+
+
 def median(values: list[float | int | None]) -> float | None:
     known = [float(v) for v in values if v is not None]
     return statistics.median(known) if known else None
@@ -154,7 +161,7 @@ def main() -> None:
         a = median([f[key] for f in figures["this"]])
         b = median([f[key] for f in figures["against"]])
         ratio = f"{a / b:.2f}" if a is not None and b else "-"
-        print(f"| {label} | {a} | {b} | {ratio} |")
+        print(f"| {label} | {_fmt(a)} | {_fmt(b)} | {ratio} |")
     unsolved = {side: sum(f["solve"] is None for f in runs) for side, runs in figures.items()}
     if any(unsolved.values()):
         print(f"# runs that never reached {THRESHOLD:.0f}: {unsolved}")
