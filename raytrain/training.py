@@ -122,25 +122,21 @@ def local_ray() -> RayCpus:
 
 
 def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
-                 ray: RayCpus) -> ConfigError | None:
+                 ray: RayCpus, *, prefix: str = "", advice: str | None = None) -> ConfigError | None:
     """The error for `bundles` (what `what` reserves under `cfg`) when `ray` cannot place them, else None: Ray
-    would wait for them forever, so this is found before it starts. `where` locates a dotted key in the files."""
-    key, note = cpu_field(cfg)
-    text = cpu_shortfall(bundles, what, note, ray)
-    if text is None:
-        return None
-    return ConfigError([ConfigIssue(where(key), key, f"{text}: lower {key} (or the CPUs per actor), or {ray.more}")])
-
-
-def cpu_shortfall(bundles: list[dict[str, float]], what: str, note: str, ray: RayCpus) -> str | None:
-    """Why `ray` cannot place `bundles` (all of them, or the largest on one node), or None when it can."""
+    would wait for them forever, so this is found before it starts. `where` locates a dotted key in the files,
+    where the field is written `prefix` + key. `advice` replaces "lower the field, or {ray.more}"."""
     need = sum(b.get("CPU", 0.0) for b in bundles)
     largest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
+    key, note = cpu_field(cfg)
     if need > ray.total:
-        return f"{what} reserve {need:g} CPUs{note}, but {ray.name} has {ray.total:g}"
-    if ray.per_node is not None and largest > ray.per_node:
-        return f"one of {what} reserves {largest:g} CPUs, more than one node of {ray.name} has ({ray.per_node:g})"
-    return None
+        text = f"{what} reserve {need:g} CPUs{note}, but {ray.name} has {ray.total:g}"
+    elif ray.per_node is not None and largest > ray.per_node:
+        text = f"one of {what} reserves {largest:g} CPUs, more than one node of {ray.name} has ({ray.per_node:g})"
+    else:
+        return None
+    advice = advice or f"lower {key} (or the CPUs per actor), or {ray.more}"
+    return ConfigError([ConfigIssue(where(key), prefix + key, f"{text}: {advice}")])
 
 
 def check_train_cpus(cfg: RaytrainConfig, source: Source, ray: RayCpus | None = None) -> None:

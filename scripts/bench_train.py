@@ -63,13 +63,13 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 MISSING = object()
 def given(**kwargs):
     return {k: v for k, v in kwargs.items() if v is not MISSING}
-env_runners, training, model = hp["env_runners"], hp["training"], hp["model"]
+environment, env_runners, training, model = hp["environment"], hp["env_runners"], hp["training"], hp["model"]
 g = lambda section, key: section.get(key, MISSING)
 
 ray.init(include_dashboard=False, logging_level="WARNING")
 config = (
     PPOConfig()
-    .environment(env=hp["env"], **given(normalize_actions=hp["environment"].get("normalize_actions", MISSING)))
+    .environment(env=environment["env"], **given(normalize_actions=g(environment, "normalize_actions")))
     .env_runners(**given(
         num_env_runners=g(env_runners, "num_env_runners"),
         num_envs_per_env_runner=g(env_runners, "num_envs_per_env_runner"),
@@ -188,7 +188,6 @@ def baseline_hyperparameters(config_path: Path, iterations: int) -> dict:
         if key in training:
             training[key] = _schedule(training[key])
     return {
-        "env": data["environment"]["env"],
         "environment": data["environment"],
         "env_runners": data.get("env_runners") or {},
         "training": training,

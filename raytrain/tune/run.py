@@ -156,13 +156,13 @@ def check_resume(exp_dir: str | Path, ray: RayCpus | None = None) -> Path:
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(meta_file, "base", f"RLlib rejects the experiment's base config: {exc}")]) from None
     if ray is not None:
-        from raytrain.training import TRIAL_ACTORS, cpu_field, cpu_shortfall, trial_bundles
+        from raytrain.training import TRIAL_ACTORS, too_few_cpus, trial_bundles
 
-        key, note = cpu_field(cfg)
-        short = cpu_shortfall(trial_bundles(cfg), TRIAL_ACTORS, note, ray)
-        if short is not None:
-            raise ConfigError([ConfigIssue(meta_file, f"base.{key}", f"{short}: resume it on a Ray that has them "
-                                           "(--address, --cluster); its trials keep the config they started with")])
+        error = too_few_cpus(trial_bundles(cfg), cfg, lambda key: meta_file, TRIAL_ACTORS, ray, prefix="base.",
+                             advice="resume it on a Ray that has them (--address, --cluster); its trials keep "
+                             "the config they started with")
+        if error is not None:
+            raise error
     return exp_dir
 
 
