@@ -165,11 +165,11 @@ def evaluate(
     checkpoint: str | Path | EvalPlan, episodes: int = 10, explore: bool = False, seed: int | None = None
 ) -> EvalResult:
     """Run `episodes` fresh episodes with the checkpoint's policy in this process (Ray must be connected)."""
+    from raytrain.rllib.algorithm import algorithm
     from raytrain.rllib.translate import build_ppo_config
 
     plan = checkpoint if isinstance(checkpoint, EvalPlan) else plan_eval(checkpoint, seed)
-    algo = build_ppo_config(plan.config).build_algo()
-    try:
+    with algorithm(build_ppo_config(plan.config)) as algo:
         algo.restore_from_path(str(plan.checkpoint))
         runner = algo.env_runner
         done = runner.sample(num_episodes=episodes, explore=explore, random_actions=False)
@@ -177,5 +177,3 @@ def evaluate(
         return EvalResult(
             str(plan.checkpoint), len(finished), [float(e.get_return()) for e in finished], [len(e) for e in finished]
         )
-    finally:
-        algo.stop()

@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,12 +196,14 @@ class Trainer:
         self.on_iteration = on_iteration or (lambda report: None)
         self.on_message = on_message or (lambda text: None)
         self.algo: Any = None  # the RLlib Algorithm, once built
+        self._built = ExitStack()  # stops it (and removes its scratch folder) in stop()
         self.time_offset = 0.0
 
     def build(self, restore_from: Path | None = None) -> None:
         """Build the Algorithm (Ray must be connected) and restore a checkpoint if given."""
         import torch
 
+        from raytrain.rllib.algorithm import algorithm
         from raytrain.rllib.callbacks import find
         from raytrain.rllib.translate import build_ppo_config
 
@@ -208,7 +211,7 @@ class Trainer:
         # reserves (RLlib's default: 1), as Ray does for its workers. torch would take every core, and on
         # a small machine its threads then contend with Ray's own processes (CartPole: ~20% fewer steps/s).
         torch.set_num_threads(max(1, math.floor(self.cfg.resources.num_cpus_for_main_process or 1)))
-        self.algo = build_ppo_config(self.cfg).build_algo()
+        self.algo = self._built.enter_context(algorithm(build_ppo_config(self.cfg)))
         if restore_from is not None:
             restore_from = absolute(restore_from)  # pyarrow refuses a relative path ("URI has empty scheme")
             self.algo.restore_from_path(str(restore_from))
@@ -322,6 +325,5 @@ class Trainer:
         return TrainOutcome(folder.path, iteration, reason, last_checkpoint, metrics)
 
     def stop(self) -> None:
-        if self.algo is not None:
-            self.algo.stop()
-            self.algo = None
+        self.algo = None
+        self._built.close()

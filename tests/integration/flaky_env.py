@@ -14,3 +14,10 @@ class FlakyCartPole(CartPoleEnv):
         if self.flag and os.path.exists(self.flag):
             raise RuntimeError("flaky env: failing on purpose")
         return super().step(action)
+
+
+class BrokenCartPole(CartPoleEnv):
+    """CartPole that cannot be made (an Algorithm whose build fails after RLlib's validation)."""
+
+    def __init__(self, config=None):
+        raise RuntimeError("broken env: cannot be made")

@@ -1,0 +1,75 @@
+"""An RLlib Algorithm built in this process (`raytrain train`, `raytrain eval`), leaving nothing in ~/ray_results.
+
+An Algorithm is a Tune Trainable. Built outside Tune it has no storage, and `Trainable.__init__` makes a
+scratch folder for it, `~/ray_results/<date>_<time><random>/` (and `~/ray_results` itself when missing),
+with `tempfile.mkdtemp`. Nothing of RLlib's writes into it unless offline output is configured (raytrain's
+runs record into their own run folder), and neither RLlib nor Ray removes it: every `raytrain train` and
+`raytrain eval` left an empty folder in the user's home, a build that failed too ("a run that cannot start
+writes nothing").
+
+    with algorithm(build_ppo_config(cfg)) as algo:   # built; stopped and its scratch folder removed at the end
+        algo.train()
+
+The scratch folder, and `~/ray_results` when this build made it, are removed when the Algorithm stops (or
+its build fails), and only while they are empty: anything written there stays.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+
+@contextmanager
+def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
+    """Build the Algorithm of `config`; stop it on leaving, then remove the scratch folder Tune made for it."""
+    from ray.train.constants import DEFAULT_STORAGE_PATH
+
+    root = Path(DEFAULT_STORAGE_PATH)
+    made_root = not root.exists()
+    scratch: Path | None = None
+    try:
+        try:
+            algo = config.build_algo()
+        except BaseException as exc:
+            scratch = _scratch_of_failed_build(exc)
+            raise
+        scratch = Path(algo.logdir)
+        try:
+            yield algo
+        finally:
+            algo.stop()
+    finally:
+        if scratch is not None and scratch.parent == root:
+            _remove_if_empty(scratch)
+        if made_root:
+            _remove_if_empty(root)
+
+
+def _scratch_of_failed_build(exc: BaseException) -> Path | None:
+    """The scratch folder of a Trainable whose construction raised `exc` (its frames hold it as `self`)."""
+    from ray.tune import Trainable
+
+    tb = exc.__traceback__
+    while tb is not None:
+        obj = tb.tb_frame.f_locals.get("self")
+        if isinstance(obj, Trainable):
+            logdir = getattr(obj, "_logdir", None)  # None until Trainable.__init__ has made it
+            if logdir:
+                return Path(logdir)
+        tb = tb.tb_next
+    return None
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        os.rmdir(folder)  # refuses a folder that is not empty
+    except OSError:
+        pass
