@@ -309,6 +309,18 @@ def run_sb3(script: Path, seed: int, threshold: float, timeout: float) -> dict:
     return res
 
 
+def cpu_model() -> str:
+    """The CPU's model name. Env steps per seed are exact on one kind of CPU only: torch picks its kernels
+    (vector width, BLAS path) by CPU, the last bits of the updates differ, and so do both sides' trajectories."""
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "CPU model unknown"
+    model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "CPU model unknown")
+    flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
+    return model + (", AVX-512" if "avx512f" in flags else ", AVX2" if "avx2" in flags else "")
+
+
 def sb3_available() -> str | None:
     """stable-baselines3's version, or None when it is not installed."""
     try:
@@ -374,7 +386,7 @@ def main() -> None:
     WAIT_IDLE = args.wait_idle
 
     print("command:", " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv))
-    vers = {n: metadata.version(n) for n in ("ray", "torch", "gymnasium")}
+    vers = {n: metadata.version(n) for n in ("ray", "torch", "gymnasium", "numpy")}
     reference = args.reference == "sb3" and not args.skip_solve
     sb3_version = sb3_available() if reference else None
     if reference and sb3_version is None:
@@ -384,7 +396,7 @@ def main() -> None:
     if reference:
         vers["stable-baselines3"] = sb3_version
     print(f"python {sys.version.split()[0]}, " + ", ".join(f"{k} {v}" for k, v in vers.items())
-          + f", {os.cpu_count()} CPUs, config {config}")
+          + f", {os.cpu_count()} CPUs ({cpu_model()}), config {config}")
     sys.stdout.flush()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_train_"))
