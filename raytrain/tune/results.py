@@ -92,10 +92,11 @@ def _latest_checkpoint(trial_dir: Path) -> str | None:
 
 def _trial_states(exp_dir: Path) -> dict[str, dict]:
     """trial folder name -> {trial_id, status, error} from Tune's newest experiment state file."""
-    states = sorted(exp_dir.glob("experiment_state-*.json"))
-    if not states:
+    from raytrain.tune import state
+
+    data = state.read(exp_dir)  # the complete copy where a crash cut the file short
+    if data is None:
         return {}
-    data = json.loads(states[-1].read_text())
     out = {}
     for entry in data.get("trial_data", []):
         trial, runtime = (entry[0], entry[1]) if isinstance(entry, (list, tuple)) else (entry, {})

@@ -15,7 +15,7 @@ from ray.tune import Callback
 from raytrain.config.sweep_load import LoadedSweep
 from raytrain.errors import SweepError
 from raytrain.runs import append_command, versions
-from raytrain.tune import TRIAL_KEY
+from raytrain.tune import TRIAL_KEY, state
 from raytrain.tune.plots import plot
 from raytrain.tune.report import metric_text, trial_table, write_best_config, write_leaderboard
 from raytrain.tune.results import META_FILE, SWEEP_FILE, metric_value, summarize
@@ -87,6 +87,40 @@ def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
     return exp_dir
 
 
+class StateBackup(Callback):
+    """After each step of Tune's loop, copies the experiment state into `<name>.complete` once it is whole again.
+
+    The copy is taken only from a file that parses as a whole state, so a copy Tune's background thread is
+    still writing is skipped until the next step; the copy itself is written to a temporary name, fsynced
+    and renamed, so it is never cut short.
+    """
+
+    def __init__(self) -> None:
+        self._copied: tuple[str, int, int] | None = None
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        if not trials:
+            return
+        try:
+            path = state.newest_state(Path(trials[0].remote_experiment_path))
+            if path is None:
+                return
+            st = path.stat()
+            seen = (path.name, st.st_mtime_ns, st.st_size)
+            if seen == self._copied:
+                return
+            data = path.read_bytes()
+            if state.parse(data) is None:
+                return
+            state.write_atomically(path.with_name(path.name + state.COPY_SUFFIX), data)
+            self._copied = seen
+        except OSError:  # never fail the sweep over its safety copy
+            return
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_copied": None}
+
+
 # Tune saves its experiment state (which checkpoint each trial has) every 10 s or more by default; a
 # driver killed in between resumes trials from older checkpoints, or from scratch early in a run. Save it
 # every 2 s unless the user chose otherwise.
@@ -118,7 +152,7 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
 
         random.seed(loaded.sweep.search.seed)
         np.random.seed(loaded.sweep.search.seed)
-    tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s)])
+    tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s), StateBackup()])
     tuner.fit()
     finish(exp_dir)
     return exp_dir
@@ -146,6 +180,13 @@ def check_resume(exp_dir: str | Path, ray: RayCpus | None = None) -> Path:
         raise UsageError(
             f"{exp_dir} has no Tune experiment state to resume from (no tuner.pkl): the sweep never "
             "started its trials; run it again with `raytrain tune SWEEP_FILE`"
+        )
+    cut = state.broken(exp_dir)
+    if cut is not None and not cut[1]:
+        raise UsageError(
+            f"{cut[0]} is empty or cut short (the sweep was killed while Tune was copying it) and no complete "
+            "copy of it was kept, so Tune would start the sweep over; nothing was changed. Its trials' "
+            f"checkpoints stay in {exp_dir}; run the sweep again with `raytrain tune SWEEP_FILE --name NEW_NAME`"
         )
     meta_file = str(exp_dir / META_FILE)
     if not isinstance(meta.get("base"), dict):
@@ -179,6 +220,10 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
     exp_dir = check_resume(exp_dir)
     check_storage_on_cluster(str(exp_dir))  # every node must see the experiment's checkpoints
     append_command(exp_dir, argv)
+    repaired = state.repair(exp_dir)
+    if repaired is not None:
+        print(f"note: {repaired.name} was cut short when the sweep was killed; put back its complete copy "
+              f"({repaired.name}{state.COPY_SUFFIX}, at most one step of Tune's loop older)", file=sys.stderr)
     tuner = tune.Tuner.restore(
         str(exp_dir),
         trainable=RaytrainPPO,

@@ -364,3 +364,36 @@ def test_resume_of_trials_larger_than_the_local_ray_exits_2_before_ray(sweep, tm
     # A Ray that holds them (a cluster named with --address / --cluster is not checked before it is joined).
     assert check_resume(exp, RayCpus("a cluster", runners + 1)) == exp
     assert check_resume(exp) == exp
+
+
+def test_resume_of_a_cut_short_experiment_state_without_a_copy_exits_2_before_ray(sweep, tmp_path):
+    """Tune's experiment state emptied by a kill during its copy, and no complete copy: Tune would start over."""
+    exp = _meta_only_experiment(sweep, tmp_path)
+    (exp / "tuner.pkl").write_bytes(b"")  # what Tuner.can_restore looks for
+    state_file = exp / "experiment_state-2026-11-25_12-00-00.json"
+    state_file.write_text('{"trial_data": [["{\\"trial_id')  # cut short
+    before = listing(tmp_path)
+    result = invoke("tune", "resume", str(exp))
+    assert result.exit_code == 2, result.output
+    assert f"{state_file} is empty or cut short" in result.output and "no complete copy" in result.output
+    assert "Traceback" not in result.output
+    assert listing(tmp_path) == before
+    assert not ray_started()
+
+
+def test_status_reads_the_complete_copy_of_a_cut_short_experiment_state(sweep, tmp_path):
+    import json
+
+    from raytrain.tune import state
+
+    exp = _meta_only_experiment(sweep, tmp_path)
+    state_file = exp / "experiment_state-2026-11-25_12-00-00.json"
+    whole = {"trial_data": [[json.dumps({"relative_logdir": "early_00000", "trial_id": "00000", "status": "PAUSED"}), "{}"]]}
+    state_file.with_name(state_file.name + ".complete").write_text(json.dumps(whole))
+    state_file.write_text("")
+    assert state.read(exp) == whole and state.broken(exp) == (state_file, True)
+    result = invoke("tune", "status", str(exp), "--json")
+    assert result.exit_code == 0, result.output
+    # The copy is put back (atomically) only by a resume, and only over a broken file.
+    assert state.repair(exp) == state_file and json.loads(state_file.read_text()) == whole
+    assert state.broken(exp) is None and state.repair(exp) is None
