@@ -271,14 +271,9 @@ def test_shared_storage_check_on_one_node_reads_the_marker_there_and_removes_it(
 
 
 def test_pb2_sweep_explores_within_bounds(ray_session, tuned):
-    # synch: every trial waits at each perturbation point, so the worse one always finds the better one's
-    # checkpoint to clone. Asynchronously (Tune's default) a trial clones only a trial already handled at
-    # that point; when the worse trial reached iterations 2 and 4 first, nothing was cloned (seen once in a
-    # full run). The asynchronous path, which PB2 shares with PBT, is test_pbt_exploit_trains_with_the_new_lr's.
     _, exp = tuned(
         "name: pb2\nsearch: {algorithm: pb2, num_samples: 2, seed: 0}\n"
-        "pb2: {perturbation_interval: 2, quantile_fraction: 0.5, synch: true,\n"
-        "      hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n",
+        "pb2: {perturbation_interval: 2, quantile_fraction: 0.5, hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n",
         stop=6,
     )
     for result_json in exp.glob("*/result.json"):
