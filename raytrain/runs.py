@@ -162,10 +162,12 @@ def append_command(folder: Path, argv: list[str]) -> None:
         fh.write(line)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write `data` to `path` so that a crash leaves either the old file or the whole new one: a hidden
+    temporary beside it, fsynced, then renamed over it."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
+    with open(tmp, "w" if isinstance(data, str) else "wb") as fh:
+        fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     tmp.replace(path)
@@ -301,9 +303,9 @@ class RunFolder:
         for name, kept in (("config.yaml", f"config.{n}.yaml"), ("rllib_config.json", f"rllib_config.{n}.json")):
             if (self.path / name).is_file():
                 # A copy first, then an atomic replace: config.yaml never goes missing, even if cut short.
-                _write_atomic(self.path / kept, (self.path / name).read_text())
-        _write_atomic(self.path / "config.yaml", yaml.safe_dump(config_yaml, sort_keys=False))
-        _write_atomic(self.path / "rllib_config.json", json.dumps(rllib_calls, indent=2, default=str) + "\n")
+                write_atomic(self.path / kept, (self.path / name).read_text())
+        write_atomic(self.path / "config.yaml", yaml.safe_dump(config_yaml, sort_keys=False))
+        write_atomic(self.path / "rllib_config.json", json.dumps(rllib_calls, indent=2, default=str) + "\n")
         self.append_command(argv)
         return n
 
@@ -394,7 +396,7 @@ class MetricsWriter:
         if not self.rows and not self.jsonl.exists():
             return
         self.rows = [r for r in self.rows if r.get("training_iteration", 0) <= iteration]
-        _write_atomic(self.jsonl, "".join(json.dumps(r) + "\n" for r in self.rows))
+        write_atomic(self.jsonl, "".join(json.dumps(r) + "\n" for r in self.rows))
         self._rewrite_csv()
 
     def append(self, row: dict) -> None:

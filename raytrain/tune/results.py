@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrain.errors import SweepError, UsageError
-from raytrain.tune import TRIAL_KEY
+from raytrain.tune import TRIAL_KEY, state
 
 SWEEP_FILE = "sweep.yaml"
 META_FILE = "raytrain_sweep.json"
@@ -92,8 +92,6 @@ def _latest_checkpoint(trial_dir: Path) -> str | None:
 
 def _trial_states(exp_dir: Path) -> dict[str, dict]:
     """trial folder name -> {trial_id, status, error} from Tune's newest experiment state file."""
-    from raytrain.tune import state
-
     data = state.read(exp_dir)  # the complete copy where a crash cut the file short
     if data is None:
         return {}
@@ -127,8 +125,8 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
         config = json.loads(params.read_text())
         last = rows[-1] if rows else {}
         # A folder the newest state does not list held a trial that `--restart-errored` replaced.
-        state = states.get(trial_dir.name, {"status": "REPLACED" if states else "UNKNOWN"})
-        trial_id = state.get("trial_id") or last.get("trial_id") or trial_dir.name.rsplit("_", 1)[-1]
+        recorded = states.get(trial_dir.name, {"status": "REPLACED" if states else "UNKNOWN"})
+        trial_id = recorded.get("trial_id") or last.get("trial_id") or trial_dir.name.rsplit("_", 1)[-1]
         values = [v for v in (finite(metric_value(r, metric)) for r in rows) if v is not None]
         overrides = config.get(TRIAL_KEY, {}).get("overrides", {})
         # The latest config of a PBT trial is in its last result.
@@ -138,7 +136,7 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
             TrialSummary(
                 trial_id=trial_id,
                 name=trial_dir.name,
-                status=state["status"],
+                status=recorded["status"],
                 iteration=int(last.get("training_iteration", 0) or 0),
                 metric_last=values[-1] if values else None,
                 metric_best=(max(values) if mode == "max" else min(values)) if values else None,
@@ -146,7 +144,7 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
                 hyperparameters=overrides,
                 checkpoint=_latest_checkpoint(trial_dir),
                 path=str(trial_dir),
-                error=state.get("error"),
+                error=recorded.get("error"),
             )
         )
     sign = -1 if mode == "max" else 1

@@ -14,7 +14,7 @@ from ray.tune import Callback
 
 from raytrain.config.sweep_load import LoadedSweep
 from raytrain.errors import SweepError
-from raytrain.runs import append_command, versions
+from raytrain.runs import append_command, versions, write_atomic
 from raytrain.tune import TRIAL_KEY, state
 from raytrain.tune.plots import plot
 from raytrain.tune.report import metric_text, trial_table, write_best_config, write_leaderboard
@@ -112,7 +112,7 @@ class StateBackup(Callback):
             data = path.read_bytes()
             if state.parse(data) is None:
                 return
-            state.write_atomically(path.with_name(path.name + state.COPY_SUFFIX), data)
+            write_atomic(path.with_name(path.name + state.COPY_SUFFIX), data)
             self._copied = seen
         except OSError:  # never fail the sweep over its safety copy
             return

@@ -13,9 +13,10 @@ Tune reads the state (`repair`). With no complete copy it refuses (`check`).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from raytrain.runs import write_atomic
 
 STATE_GLOB = "experiment_state-*.json"
 COPY_SUFFIX = ".complete"
@@ -65,14 +66,5 @@ def repair(exp_dir: Path) -> Path | None:
     if found is None or not found[1]:
         return None
     path = found[0]
-    write_atomically(path, path.with_name(path.name + COPY_SUFFIX).read_bytes())
+    write_atomic(path, path.with_name(path.name + COPY_SUFFIX).read_bytes())
     return path
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

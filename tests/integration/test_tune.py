@@ -12,6 +12,8 @@ import pytest
 import yaml
 from typer.testing import Result
 
+from raytrain.tune import state
+
 from .conftest import invoke, tiny_base
 
 pytestmark = pytest.mark.integration
@@ -199,8 +201,6 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm):
     assert json.loads(copy.read_text())["trial_data"]
     if algorithm == "random":
         state_file.write_text(state_file.read_text()[:100])
-    from raytrain.tune import state
-
     recorded = [json.loads(t) for t, _ in state.read(exp)["trial_data"]]
     finished = {t["relative_logdir"] for t in recorded if t["status"] == "TERMINATED"}
     unfinished = [name for name in before if name not in finished]
