@@ -181,6 +181,7 @@ def build(plan_: Plan, callbacks: list[Any] | None = None) -> Any:
     """The Tuner for a plan (Ray must be connected)."""
     from ray import tune
 
+    from raytrain.tune.loggers import result_writers
     from raytrain.tune.trainable import RaytrainPPO
 
     space = dict(plan_["param_space"])
@@ -208,7 +209,7 @@ def build(plan_: Plan, callbacks: list[Any] | None = None) -> Any:
             stop=rc["stop"] or None,
             checkpoint_config=tune.CheckpointConfig(**rc["checkpoint_config"]),
             failure_config=tune.FailureConfig(**rc["failure_config"]),
-            callbacks=callbacks,
+            callbacks=[*(callbacks or []), *result_writers()],
             verbose=0,
         ),
     )

@@ -27,8 +27,12 @@ def plot(exp_dir: str | Path) -> list[Path]:
         xs = [r.get("training_iteration") for r in rows]
         ys = [finite(metric_value(r, metric)) for r in rows]
         pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
-        if pts:
-            ax.plot(*zip(*pts), label=t.name[-24:], linewidth=1.5)
+        # A PBT exploit continues a trial from the checkpoint it cloned, often from an earlier iteration than
+        # it had reached: each such restart is a piece of its own, drawn in the trial's colour.
+        color = None
+        for piece in _pieces(pts):
+            line = ax.plot(*zip(*piece), color=color, label=None if color else t.name[-24:], linewidth=1.5)
+            color = line[0].get_color()
     ax.set_xlabel("training iteration")
     ax.set_ylabel(metric)
     ax.set_title(f"{meta['name']}: {metric} per trial")
@@ -65,3 +69,13 @@ def plot(exp_dir: str | Path) -> list[Path]:
             plt.close(fig)
             written.append(path)
     return written
+
+
+def _pieces(pts: list[tuple[int, float]]) -> list[list[tuple[int, float]]]:
+    """`pts` cut wherever the iteration does not go up."""
+    pieces: list[list[tuple[int, float]]] = []
+    for x, y in pts:
+        if not pieces or x <= pieces[-1][-1][0]:
+            pieces.append([])
+        pieces[-1].append((x, y))
+    return pieces

@@ -7,9 +7,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from ray.tune import Callback
 from typer.testing import Result
 
 from raytrain.tune import state
@@ -73,11 +75,14 @@ def test_pbt_exploit_trains_with_the_new_lr(ray_session, tuned, tmp_path):
     exploited = policies[0].name.removeprefix("pbt_policy_").removesuffix(".txt")
     trial_dir = next(p for p in exp.iterdir() if p.is_dir() and p.name.endswith(exploited))
     entry = json.loads(policies[0].read_text().splitlines()[-1])
-    clone_iteration, new_lr = entry[3], entry[5]["raytrain"]["overrides"]["training.lr"]
+    new_lr = entry[5]["raytrain"]["overrides"]["training.lr"]
     assert new_lr in (0.0002, 0.0003, 0.0004, 0.0005)
-    after = [r for r in rows(trial_dir) if r["training_iteration"] > clone_iteration]
-    assert after, "the exploited trial reported nothing after the exploit"
-    first = after[0]
+    # result.json holds every row the trial reported, in order; an exploit restarts it from the checkpoint it
+    # cloned (iterations_since_restore 1 again), so the last restart is the first row after the last exploit.
+    trial_rows = rows(trial_dir)
+    restarts = [i for i, r in enumerate(trial_rows) if i > 0 and r["iterations_since_restore"] == 1]
+    assert restarts, "the exploited trial reported nothing after the exploit"
+    first = trial_rows[restarts[-1]]
     # Read from inside the learner: the optimizer's lr on the first iteration after the exploit.
     assert first["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(new_lr)
     assert first["config"]["raytrain"]["overrides"]["training.lr"] == new_lr
@@ -270,15 +275,36 @@ def test_shared_storage_check_on_one_node_reads_the_marker_there_and_removes_it(
     assert not list((tmp_path / "shared").iterdir()), "the marker must be removed"
 
 
-def test_pb2_sweep_explores_within_bounds(ray_session, tuned):
+class ResultRecorder(Callback):
+    """Every result Tune's driver processed, per trial, appended to $RAYTRAIN_TEST_RESULTS (given to Tune by
+    its RAY_TUNE_CALLBACKS variable): what each trial's result.json must hold."""
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        with open(os.environ["RAYTRAIN_TEST_RESULTS"], "a") as fh:
+            fh.write(json.dumps([trial.trial_id, result["training_iteration"]]) + "\n")
+
+
+def test_pb2_sweep_explores_within_bounds_and_paused_trials_keep_every_row(ray_session, tuned, tmp_path,
+                                                                          monkeypatch):
+    # 4 trials on 2 CPUs: PB2 pauses trials and resumes them, and Tune's own result writers then put the
+    # experiment folder's older copy of result.json back over the rows written since (a quarter of all rows).
+    recorded_file = tmp_path / "recorded.jsonl"
+    monkeypatch.setenv("RAYTRAIN_TEST_RESULTS", str(recorded_file))
+    monkeypatch.setenv("RAY_TUNE_CALLBACKS", f"{__name__}.ResultRecorder")
     _, exp = tuned(
-        "name: pb2\nsearch: {algorithm: pb2, num_samples: 2, seed: 0}\n"
+        "name: pb2\nsearch: {algorithm: pb2, num_samples: 4, seed: 0}\n"
         "pb2: {perturbation_interval: 2, quantile_fraction: 0.5, hyperparam_bounds: {training.lr: [0.0001, 0.01]}}\n",
-        stop=6,
+        stop=8,
     )
+    recorded: dict[str, list[int]] = {}
+    for line in recorded_file.read_text().splitlines():
+        trial_id, iteration = json.loads(line)
+        recorded.setdefault(trial_id, []).append(iteration)
+    assert len(recorded) == 4
     for result_json in exp.glob("*/result.json"):
         trial_rows = rows(result_json.parent)
-        assert trial_rows[-1]["training_iteration"] == 6
+        assert [r["training_iteration"] for r in trial_rows] == recorded[trial_rows[0]["trial_id"]]
+        assert trial_rows[-1]["training_iteration"] == 8
         for r in trial_rows:
             lr = r["config"]["raytrain"]["overrides"]["training.lr"]
             assert 0.0001 <= lr <= 0.01
