@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from raytrain.sweeps.base import Issue, KeyPath, SchedulerSettings, Spec, TuneClass
 from raytrain.sweeps.pbt import PopulationBased
 from raytrain.sweeps.space import DomainSpec, nest
+from raytrain.tune import TRIAL_KEY
 
 if TYPE_CHECKING:
     from raytrain.config.sweep import SweepConfig
@@ -43,10 +44,29 @@ class PB2Config(SchedulerSettings):
         return [((self.key, "hyperparam_bounds", k), list(b)) for k, b in self.hyperparam_bounds.items()]
 
 
+class WithinBounds:
+    """PB2's explore step, then each bounded value put back inside its [low, high].
+
+    Tune's PB2 rounds the values it proposes through float32, so a value at a bound can come back just outside
+    it (a low of 1e-4 came back as 9.9999997e-05). Given to PB2 as its `custom_explore_fn`; a class, not a
+    closure, so the scheduler pickles with the sweep.
+    """
+
+    def __init__(self, bounds: dict[str, tuple[float, float]]) -> None:
+        self.bounds = {key: (float(low), float(high)) for key, (low, high) in bounds.items()}
+
+    def __call__(self, config: dict[str, Any]) -> dict[str, Any]:
+        overrides = config[TRIAL_KEY]["overrides"]
+        for key, (low, high) in self.bounds.items():
+            overrides[key] = min(max(overrides[key], low), high)
+        return config
+
+
 def _build(kwargs: dict[str, Any]) -> Any:
     from ray.tune.schedulers.pb2 import PB2
 
-    return PB2(**{**kwargs, "hyperparam_bounds": nest(kwargs["hyperparam_bounds"])})
+    bounds = kwargs["hyperparam_bounds"]
+    return PB2(**{**kwargs, "hyperparam_bounds": nest(bounds), "custom_explore_fn": WithinBounds(bounds)})
 
 
 SCHEDULER = TuneClass("PB2", PB2Config.key, _build)

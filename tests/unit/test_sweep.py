@@ -328,6 +328,23 @@ def test_pb2_bounds_reach_the_scheduler(sweep_file):
     assert (s._quantile_fraction, s._synch) == (0.5, True)
 
 
+def test_pb2_keeps_explored_values_within_the_bounds(sweep_file):
+    """Tune's PB2 proposes values through float32: a value at the low bound 1e-4 came back as 9.9999997e-05."""
+    import pickle
+
+    import numpy as np
+
+    path = sweep_file("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.lr: [0.0001, 0.01], training.gamma: [0.9, 0.99]}}\n")
+    s = pickle.loads(pickle.dumps(build_scheduler(plan(load_sweep(path))["scheduler"])))
+    proposed = {"raytrain": {"overrides": {"training.lr": float(np.float32(0.0001)), "training.gamma": float(np.float32(0.99)),
+                                           "training.train_batch_size": 64}}, "seed": 3}
+    assert proposed["raytrain"]["overrides"]["training.lr"] < 0.0001
+    assert s._custom_explore_fn(proposed) == {
+        "raytrain": {"overrides": {"training.lr": 0.0001, "training.gamma": 0.99, "training.train_batch_size": 64}}, "seed": 3}
+    inside = {"raytrain": {"overrides": {"training.lr": 0.005, "training.gamma": 0.95}}}
+    assert s._custom_explore_fn(inside) == {"raytrain": {"overrides": {"training.lr": 0.005, "training.gamma": 0.95}}}
+
+
 def test_tpe_search_built_with_seed_and_points(sweep_file):
     import optuna
 
