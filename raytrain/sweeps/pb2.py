@@ -63,10 +63,10 @@ class WithinBounds:
 
 
 def _build(kwargs: dict[str, Any]) -> Any:
-    from ray.tune.schedulers.pb2 import PB2
+    from raytrain.tune.schedulers import RaytrainPB2
 
     bounds = kwargs["hyperparam_bounds"]
-    return PB2(**{**kwargs, "hyperparam_bounds": nest(bounds), "custom_explore_fn": WithinBounds(bounds)})
+    return RaytrainPB2(**{**kwargs, "hyperparam_bounds": nest(bounds), "custom_explore_fn": WithinBounds(bounds)})
 
 
 SCHEDULER = TuneClass("PB2", PB2Config.key, _build)

@@ -76,10 +76,10 @@ class ExploreAdapter:
 
 
 def _build(kwargs: dict[str, Any]) -> Any:
-    from ray.tune.schedulers import PopulationBasedTraining
+    from raytrain.tune.schedulers import RaytrainPBT
 
     explore = kwargs["custom_explore_fn"]
-    return PopulationBasedTraining(**{
+    return RaytrainPBT(**{
         **kwargs,
         "hyperparam_mutations": nest({k: domain(v) for k, v in kwargs["hyperparam_mutations"].items()}),
         "perturbation_factors": tuple(kwargs["perturbation_factors"]),

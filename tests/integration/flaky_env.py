@@ -21,3 +21,22 @@ class BrokenCartPole(CartPoleEnv):
 
     def __init__(self, config=None):
         raise RuntimeError("broken env: cannot be made")
+
+
+class LateCartPole(CartPoleEnv):
+    """CartPole whose first make in the first Ray actor to get there waits config["delay"] seconds: a trial
+    actor that starts late, as one does on a busy host. config["marker"] names the file that claims it."""
+
+    def __init__(self, config=None):
+        import time
+
+        import ray
+
+        super().__init__()
+        config = config or {}
+        if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+            try:
+                os.close(os.open(config["marker"], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+            time.sleep(config["delay"])

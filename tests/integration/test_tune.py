@@ -131,6 +131,33 @@ def test_pbt_exploit_trains_with_the_new_lr(ray_session, tuned, tmp_path):
         assert summary["checkpoint"] == expected
 
 
+def test_pbt_trial_whose_actor_starts_late_keeps_its_own_process(ray_session, tuned, tmp_path):
+    """One trial's actor comes up seconds after the other's, as on a busy host (CI saw it).
+
+    Tune's PBT paused the running trial at its perturbation point for the one still PENDING, which took over
+    its actor; the sweep then ran in that one process, the trials taking turns, and the actors started for the
+    waiting trial were stopped before they were up. Both trials fit on the 2 CPUs, so each keeps its own.
+    """
+    actors_before = _trial_actors_made()
+    late = {"marker": str(tmp_path / "late"), "delay": 3}
+    _, exp = tuned(
+        "name: late\nsearch: {algorithm: pbt, seed: 0}\n"
+        "space: {training.lr: {distribution: grid, values: [0.0001, 0.001]}}\n"
+        f"set: {{environment.env: 'tests.integration.flaky_env:LateCartPole', environment.env_config: {json.dumps(late)}}}\n"
+        "pbt: {perturbation_interval: 2, hyperparam_mutations: {training.lr: [0.0002, 0.0005]}}\n",
+        stop=12,
+    )
+    assert (tmp_path / "late").exists(), "no actor started late"
+    pids = {}
+    for result_json in exp.glob("*/result.json"):
+        trial_rows = rows(result_json.parent)
+        assert trial_rows[-1]["training_iteration"] == 12
+        pids[trial_rows[0]["trial_id"]] = {r["pid"] for r in trial_rows}
+    assert len(pids) == 2 and all(len(p) == 1 for p in pids.values()), pids
+    assert len(set.union(*pids.values())) == 2, f"the trials took turns in one process: {pids}"
+    assert _trial_actors_made() - actors_before == 2
+
+
 def test_optuna_with_asha_pruning(ray_session, tuned):
     """ASHA stops the weaker trial at its first rung; Optuna's study records both trials.
 

@@ -92,7 +92,7 @@ def test_pbt_plan_golden(sweep_file, tmp_path):
         "failure_config": {"max_failures": 3},
     }
     scheduler = build_scheduler(p["scheduler"])
-    assert type(scheduler).__name__ == "PopulationBasedTraining"
+    assert type(scheduler).__name__ == "RaytrainPBT"  # Tune's PopulationBasedTraining (raytrain.tune.schedulers)
     assert scheduler._perturbation_interval == 4.0
     assert scheduler._quantile_fraction == 0.5
     assert set(scheduler._hyperparam_mutations["raytrain"]["overrides"]) == {"training.lr", "training.num_epochs"}
@@ -219,7 +219,7 @@ def test_pb2_plan(sweep_file):
     assert p["scheduler"] == {"class": "PB2", "kwargs": {"time_attr": "training_iteration", "perturbation_interval": 3.0, "quantile_fraction": 0.25, "hyperparam_bounds": {"training.lr": [0.0001, 0.01]}, "synch": False}}
     assert p["param_space"]["raytrain"]["overrides"]["training.lr"] == {"uniform": [0.0001, 0.01]}
     scheduler = build_scheduler(p["scheduler"])
-    assert type(scheduler).__name__ == "PB2"
+    assert type(scheduler).__name__ == "RaytrainPB2"  # Tune's PB2 (raytrain.tune.schedulers)
 
 
 def test_optuna_resume_when_the_study_is_ahead_of_the_searcher_state(tmp_path):
@@ -305,7 +305,7 @@ def test_pbt_every_option_reaches_tune(sweep_file, tmp_path, monkeypatch):
         "synch": True,
     }
     s = build_scheduler(p["scheduler"])
-    assert type(s).__name__ == "PopulationBasedTraining"
+    assert type(s).__name__ == "RaytrainPBT"
     assert (s._time_attr, s._perturbation_interval, s._burn_in_period) == ("num_env_steps_sampled_lifetime", 4000.0, 8000.0)
     assert (s._quantile_fraction, s._resample_probability, s._perturbation_factors, s._synch) == (0.4, 0.6, (1.5, 0.5), True)
     config = {"raytrain": {"base": {}, "overrides": {"training.lr": 0.002, "experiment.seed": 5}}}

@@ -1,0 +1,63 @@
+"""Tune's PBT and PB2, pausing a trial to let another run only when that other trial has no room to run.
+
+Asynchronous PBT shares the cluster between more trials than fit at once: at each perturbation point, a
+trial pauses if any other trial is PENDING or PAUSED, so the waiting one gets its slot. But a trial is
+PENDING too while its own actor starts (a new process importing torch and RLlib and building the
+algorithm: seconds). When all the trials fit, the pause helps nobody, and with actor reuse it goes wrong:
+the paused trial's actor is handed to the starting trial, whose half-started actor Tune then stops, and
+the paused trial is PENDING in turn, with a new actor starting. If the iterations are short, the running
+trial reaches its next perturbation point before that actor is up, and pauses again. Seen with 2 trials on
+2 CPUs when one actor started half a second later than the other: the whole sweep then ran in one process,
+the trials taking turns, while the other CPU started actors that were stopped before they were up.
+
+So when every live trial's resources fit in the cluster's at once, a trial that reaches its perturbation
+point goes on; a trial that waits will get its own slot. Exploits are unchanged (the exploiting trial
+still pauses and restarts from the clone), as is synchronous mode, where pausing is how trials wait for
+each other. When the trials do not all fit (more trials than slots, or a node is gone), Tune's rule holds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import PopulationBasedTraining
+from ray.tune.schedulers.pb2 import PB2
+from ray.tune.schedulers.trial_scheduler import TrialScheduler
+
+# Sums of fractional requests (4 x 0.5 CPU) against the cluster's total.
+_SLACK = 1e-6
+
+
+def all_fit(trials: list[Any], cluster: dict[str, float]) -> bool:
+    """Whether the resources of the trials not finished fit in `cluster` (Ray's resource totals) together."""
+    need: Counter[str] = Counter()
+    for trial in trials:
+        if not trial.is_finished():
+            need.update(trial.placement_group_factory.required_resources)
+    return all(cluster.get(key, 0.0) + _SLACK >= amount for key, amount in need.items())
+
+
+class _PauseOnlyToShare:
+    """Keeps a trial running at its perturbation point when there is no trial it would make room for."""
+
+    _synch: bool
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+        decision: str = super().on_trial_result(tune_controller, trial, result)  # type: ignore[misc]
+        if decision != TrialScheduler.PAUSE or self._synch or trial.status != Trial.RUNNING:
+            return decision
+        import ray
+
+        if all_fit(tune_controller.get_trials(), ray.cluster_resources()):
+            return TrialScheduler.CONTINUE
+        return decision
+
+
+class RaytrainPBT(_PauseOnlyToShare, PopulationBasedTraining):
+    """Tune's PopulationBasedTraining; a trial pauses to share the cluster only when the trials do not all fit."""
+
+
+class RaytrainPB2(_PauseOnlyToShare, PB2):
+    """Tune's PB2; a trial pauses to share the cluster only when the trials do not all fit."""

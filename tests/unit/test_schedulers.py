@@ -1,0 +1,32 @@
+"""raytrain's PBT and PB2: a trial pauses at its perturbation point only when another trial needs its room."""
+
+import pytest
+from ray.tune.execution.placement_groups import PlacementGroupFactory
+from ray.tune.experiment import Trial
+
+from raytrain.tune.schedulers import all_fit
+
+
+def trial(status: str, *bundles: dict[str, float]) -> Trial:
+    t = Trial("__fake", config={}, placement_group_factory=PlacementGroupFactory(list(bundles)), stub=True)
+    t.create_placement_group_factory()  # what Tune does when it adds the trial
+    t.set_status(status)
+    return t
+
+
+@pytest.mark.parametrize(("trials", "cluster", "fit"), [
+    # The shipped sweep: 4 trials of 0.5 CPU on 2 CPUs (a sum of fractions, exactly at the total).
+    ([trial(Trial.RUNNING, {"CPU": 0.5}) for _ in range(3)] + [trial(Trial.PENDING, {"CPU": 0.5})], {"CPU": 2.0}, True),
+    ([trial(Trial.RUNNING, {"CPU": 0.1}) for _ in range(10)], {"CPU": 1.0}, True),
+    # More trials than slots: PBT shares the cluster by pausing.
+    ([trial(Trial.RUNNING, {"CPU": 1.0}) for _ in range(2)] + [trial(Trial.PENDING, {"CPU": 1.0})], {"CPU": 2.0}, False),
+    # Finished trials hold nothing.
+    ([trial(Trial.TERMINATED, {"CPU": 1.0}), trial(Trial.ERROR, {"CPU": 1.0}), trial(Trial.RUNNING, {"CPU": 1.0}),
+      trial(Trial.PAUSED, {"CPU": 1.0})], {"CPU": 2.0}, True),
+    # Every bundle of a trial (the main process and its env runners) and every resource counts.
+    ([trial(Trial.RUNNING, {"CPU": 1.0}, {"CPU": 1.0}), trial(Trial.PENDING, {"CPU": 1.0})], {"CPU": 2.0}, False),
+    ([trial(Trial.RUNNING, {"CPU": 1.0, "GPU": 1.0}), trial(Trial.PENDING, {"CPU": 1.0, "GPU": 1.0})], {"CPU": 4.0, "GPU": 1.0}, False),
+    ([trial(Trial.PENDING, {"CPU": 1.0, "GPU": 1.0})], {"CPU": 4.0}, False),
+])
+def test_all_fit(trials, cluster, fit):
+    assert all_fit(trials, cluster) is fit
