@@ -28,7 +28,7 @@ class PB2Config(SchedulerSettings):
     quantile_fraction: float = Field(default=0.25, ge=0, le=0.5)
     """Bottom fraction that copies the top fraction."""
     hyperparam_bounds: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    """Dotted key -> [low, high] (low < high) for the continuous hyperparameters PB2 explores."""
+    """Dotted key -> [low, high] (low < high) for the continuous hyperparameters PB2 explores; what it tries stays within them."""
     synch: bool = False
     """Synchronous mode."""
 
