@@ -143,16 +143,16 @@ def test_pbt_sweep_runs_on_every_host_and_exploits_across_hosts(lab, nfs, cluste
                    for row in trials[target]), f"{target} did not continue with the exploited config {overrides(new_config)}"
         if i == 0:
             assert overrides(new_config)["experiment.seed"] == seed(source_tag) != seed(target_tag)
-    # PBT pauses trials at each perturbation and they continue wherever a CPU is free, from checkpoints on the
-    # share: over the run, checkpoints written on one host were restored on another.
+    # Each trial keeps its host (the three fit at once, so PBT pauses none of them to share), and an exploit
+    # restores the source's checkpoint from the share: written on the source's host, read on the target's.
     moved = []
-    for r in trials.values():
-        for i, row in enumerate(r):
-            if row["iterations_since_restore"] == 1 and row["training_iteration"] > 1:
-                before = [p for p in r[:i] if p["training_iteration"] == row["training_iteration"] - 1
-                          and overrides(p["config"]) == overrides(row["config"])]
-                if before:
-                    moved.append((before[-1]["node_ip"], row["node_ip"]))
+    for target_tag, source_tag, _, source_iteration, _, new_config in exploits:
+        source = next(r for r in trials.values() if overrides(r[0]["config"])["experiment.seed"] == seed(source_tag))
+        written = [row["node_ip"] for row in source if row["training_iteration"] == source_iteration]
+        target = next(r for r in trials.values() if overrides(r[0]["config"])["experiment.seed"] == seed(target_tag))
+        read = [row["node_ip"] for row in target if row["iterations_since_restore"] == 1
+                and overrides(row["config"]) == overrides(new_config)]
+        moved.append((written[-1], read[0]))
     assert any(w != h for w, h in moved), moved
     # Checkpoints are on the NFS server, whichever host wrote them.
     assert len(list(exp.glob("pbt_lab_*/checkpoint_*"))) >= 6
