@@ -14,6 +14,9 @@ So when every live trial's resources fit in the cluster's at once, a trial that 
 point goes on; a trial that waits will get its own slot. Exploits are unchanged (the exploiting trial
 still pauses and restarts from the clone), as is synchronous mode, where pausing is how trials wait for
 each other. When the trials do not all fit (more trials than slots, or a node is gone), Tune's rule holds.
+The test sums the cluster's resources, not each node's: should a trial not fit on any one node although the
+sum has room, it starts when a trial ends or an exploit frees an actor (PBT gives a freed actor to the
+trial furthest behind).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import ray
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining
 from ray.tune.schedulers.pb2 import PB2
@@ -48,8 +52,6 @@ class _PauseOnlyToShare:
         decision: str = super().on_trial_result(tune_controller, trial, result)  # type: ignore[misc]
         if decision != TrialScheduler.PAUSE or self._synch or trial.status != Trial.RUNNING:
             return decision
-        import ray
-
         if all_fit(tune_controller.get_trials(), ray.cluster_resources()):
             return TrialScheduler.CONTINUE
         return decision
