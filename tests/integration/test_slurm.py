@@ -272,7 +272,8 @@ def test_a_worker_node_that_dies_mid_sweep_loses_nothing(lab, sweep):
 
 def test_a_requeued_train_job_continues_its_run(lab, tmp_path):
     """`train --slurm`, then `scontrol requeue` (what a preemption does) between two periodic checkpoints: the job
-    saves a checkpoint on SIGTERM, starts again, and continues the same run folder from that checkpoint."""
+    saves a checkpoint on SIGTERM if it can before Ray's processes are gone, starts again, and continues the same
+    run folder from its latest complete checkpoint."""
     stop, every = 40, 5
     config = tmp_path / "train.yaml"
     config.write_text(tiny_base(stop, 1).replace("experiment: {", f"experiment: {{checkpoint_frequency: {every}, "))
@@ -318,9 +319,17 @@ def test_a_requeued_train_job_continues_its_run(lab, tmp_path):
     resumed_from = int(second[:6])
     before = [int(m) for m in re.findall(r"^iter +(\d+) \|", first, re.M)]
     after = [int(m) for m in re.findall(r"^iter +(\d+) \|", second, re.M)]
-    # SIGTERM saved a checkpoint of the last iteration done (past the periodic one; at most one iteration, cut
-    # short by the signal, is done again), and the run went on from exactly there to the end.
-    assert before == list(range(1, len(before) + 1)) and resumed_from >= max(seen, before[-1]) > every, (seen, before, resumed_from)
+    assert before == list(range(1, len(before) + 1)) and before[-1] >= seen > every, (seen, before)
+    # A requeue signals the driver and Ray's processes at once (README). When the driver finishes first, SIGTERM
+    # saved a checkpoint of the last iteration done (past the periodic one; at most one iteration, cut short by
+    # the signal, is done again). When Ray's node goes first (about half the runs on a slow host: the driver's
+    # Ray dies with its raylet), that checkpoint is left .partial and the job goes on from the periodic one.
+    cut_short = run / "checkpoints" / f"checkpoint_{before[-1]:06d}.partial"
+    if resumed_from < before[-1]:
+        assert cut_short.is_dir() and resumed_from == before[-1] // every * every, (seen, before, resumed_from)
+    else:
+        assert resumed_from >= max(seen, before[-1]), (seen, before, resumed_from)
+    # Either way the run went on from exactly there to the end.
     assert after == list(range(resumed_from + 1, stop + 1)), after
     # The same run folder, recorded as a resume: one run, every iteration once, the last checkpoint at `stop`.
     assert [p.name for p in (tmp_path / "runs" / "tiny").iterdir()] == [run.name]
