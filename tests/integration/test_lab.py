@@ -137,8 +137,11 @@ def test_pbt_sweep_runs_on_every_host_and_exploits_across_hosts(lab, nfs, cluste
     def seed(tag):
         return int(re.search(r"experiment_seed=(\d+)", tag).group(1))
 
+    def trial_of(tag):  # the trial's folder name, by the seed it started with
+        return next(name for name, r in trials.items() if overrides(r[0]["config"])["experiment.seed"] == seed(tag))
+
     for i, (target_tag, source_tag, _, _, _, new_config) in enumerate(exploits):
-        target = next(name for name, r in trials.items() if overrides(r[0]["config"])["experiment.seed"] == seed(target_tag))
+        target = trial_of(target_tag)
         assert any(row["iterations_since_restore"] == 1 and overrides(row["config"]) == overrides(new_config)
                    for row in trials[target]), f"{target} did not continue with the exploited config {overrides(new_config)}"
         if i == 0:
@@ -147,10 +150,8 @@ def test_pbt_sweep_runs_on_every_host_and_exploits_across_hosts(lab, nfs, cluste
     # restores the source's checkpoint from the share: written on the source's host, read on the target's.
     moved = []
     for target_tag, source_tag, _, source_iteration, _, new_config in exploits:
-        source = next(r for r in trials.values() if overrides(r[0]["config"])["experiment.seed"] == seed(source_tag))
-        written = [row["node_ip"] for row in source if row["training_iteration"] == source_iteration]
-        target = next(r for r in trials.values() if overrides(r[0]["config"])["experiment.seed"] == seed(target_tag))
-        read = [row["node_ip"] for row in target if row["iterations_since_restore"] == 1
+        written = [row["node_ip"] for row in trials[trial_of(source_tag)] if row["training_iteration"] == source_iteration]
+        read = [row["node_ip"] for row in trials[trial_of(target_tag)] if row["iterations_since_restore"] == 1
                 and overrides(row["config"]) == overrides(new_config)]
         moved.append((written[-1], read[0]))
     assert any(w != h for w, h in moved), moved
