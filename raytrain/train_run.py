@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrain.config.schema import RaytrainConfig
+from raytrain.config.source import Source
 from raytrain.runs import RunFolder
 from raytrain.training import IterationReport, TrainOutcome
 
@@ -43,6 +44,8 @@ class PreparedTrain:
     """The checkpoint the run continues from (with `resumed`)."""
     run_dir: Path | None = None
     """A new run's exact folder (a Slurm job's, named at submit time); None: a new one under storage_path/name."""
+    source: Source | None = None
+    """Where each config field was written (file:line), for the checks made once Ray is joined."""
 
 
 def prepare(
@@ -135,7 +138,7 @@ def prepare(
         from raytrain.training import check_train_cpus
 
         check_train_cpus(cfg, loaded.source)
-    return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir)
+    return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir, loaded.source)
 
 
 def plan(prepared: PreparedTrain) -> str:
@@ -173,13 +176,14 @@ def start(
             (`ray.init` installs Ray's own SIGTERM handler).
 
     Raises:
-        TrainError: the cluster cannot be joined, or cannot place the config's actors.
+        TrainError: the cluster cannot be joined.
+        ConfigError: the joined Ray cannot place the config's actors (nothing built or written; exit 2).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from raytrain.quiet import quiet_ray
     from raytrain.ray_session import connect_ray
-    from raytrain.training import Trainer, check_resources, preload_for_build
+    from raytrain.training import Trainer, check_train_cpus, connected_ray, preload_for_build
 
     cfg = prepared.cfg
     messages = quiet_ray()  # Ray's own messages: into the run folder's ray.log (--verbose: to the terminal)
@@ -188,7 +192,8 @@ def start(
         preloaded = pool.submit(preload_for_build, cfg)
         ray_where = connect_ray(prepared.address)
         preloaded.result()
-    check_resources(cfg)
+    assert prepared.source is not None  # prepare() sets it
+    check_train_cpus(cfg, prepared.source, connected_ray(ray_where))
 
     on_connected()
     trainer = Trainer(cfg, on_iteration=on_iteration, on_message=on_note)

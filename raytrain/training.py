@@ -153,18 +153,19 @@ def check_train_cpus(cfg: RaytrainConfig, source: Source, ray: RayCpus | None = 
         raise error
 
 
-def check_resources(cfg: RaytrainConfig) -> None:
-    """Fail fast when the actors cannot all be placed: Ray would otherwise wait forever."""
+def connected_ray(where: str) -> RayCpus:
+    """The Ray this process is connected to, as its live nodes' CPUs describe it. `where` is what
+    `connect_ray` returned (`Ray cluster at 10.0.0.1:6379`, `local Ray`, `existing Ray session`).
+
+    A cluster joined with --address or --cluster has CPUs only it knows: they are checked once joined, before
+    anything is built or written, as a local Ray's are before it starts.
+    """
     import ray
 
-    need = required_cpus(cfg)
-    have = ray.cluster_resources().get("CPU", 0)
-    if need > have:
-        raise TrainError(
-            f"the config asks for {need:g} CPUs for its actors (env runners, learners, evaluation runners) "
-            f"but the Ray cluster has {have:g}; lower env_runners.num_env_runners or "
-            "env_runners.num_cpus_per_env_runner, or add nodes"
-        )
+    cpus = [float(node.get("Resources", {}).get("CPU", 0.0)) for node in ray.nodes() if node.get("Alive")]
+    count = f"{len(cpus)} node{'s' if len(cpus) != 1 else ''}"
+    return RayCpus(f"the {where} ({count}, {sum(cpus):g} CPUs)", sum(cpus),
+                   per_node=max(cpus) if len(cpus) > 1 else None, more="add nodes with CPUs to it")
 
 
 def _stop_reached(metrics: dict[str, Any], stop: dict[str, float]) -> str | None:

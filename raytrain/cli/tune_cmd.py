@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typer._click.core import Context  # the click that typer bundles, which TyperGroup is typed against
 
     from raytrain.config.cluster import ClusterConfig
+    from raytrain.training import RayCpus
 
 
 class _FileMeansRun(TyperGroup):
@@ -106,23 +107,28 @@ def run(
         err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, {loaded.sweep.search.num_samples} trials, ranking on {loaded.metric} ({where})", markup=False)
         err.print(f"experiment folder: {loaded.experiment_dir}", markup=False)
 
-    _drive(address, loaded.experiment_dir, lambda: run_sweep(loaded, plan_, argv()), started)
+    _drive(address, loaded.experiment_dir, lambda: run_sweep(loaded, plan_, argv()), lambda ray: check_cpus(loaded, ray),
+           started)
 
 
-def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], started: Callable[[str], None] | None = None) -> None:
-    """Connect to Ray (`started` is told where), with Ray's own messages going to the experiment's ray.log,
-    run `sweep`, and report on the experiment folder it returns."""
+def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], check: Callable[[RayCpus], object],
+           started: Callable[[str], None] | None = None) -> None:
+    """Connect to Ray (`started` is told where), check that its CPUs can place a trial (`check`, which raises
+    ConfigError: a joined cluster's CPUs are known only now), then with Ray's own messages going to the
+    experiment's ray.log, run `sweep`, and report on the experiment folder it returns."""
     from raytrain.quiet import quiet_ray
     from raytrain.ray_session import connect_ray
+    from raytrain.training import connected_ray
 
     messages = quiet_ray()  # Ray's, Tune's and RLlib's own messages: into the experiment's ray.log
-    where = connect_ray(address)
-    if started is not None:
-        started(where)
-    if messages is not None:
-        log = messages.log_to(exp_dir)
-        err.print(f"Ray's own messages go to {log} (--verbose prints them here)", style="dim", markup=False)
     try:
+        where = connect_ray(address)
+        check(connected_ray(where))  # before anything is written
+        if started is not None:
+            started(where)
+        if messages is not None:
+            log = messages.log_to(exp_dir)
+            err.print(f"Ray's own messages go to {log} (--verbose prints them here)", style="dim", markup=False)
         exp_dir = sweep()
     finally:
         if messages is not None:
@@ -224,7 +230,7 @@ def resume(
 
     # before Ray starts and before anything is written; a local Ray's CPUs are known before it starts
     exp_dir = check_resume(experiment_dir, local_ray() if ray_address(address) is None else None)
-    _drive(address, exp_dir, lambda: resume_sweep(exp_dir, restart_errored, argv()))
+    _drive(address, exp_dir, lambda: resume_sweep(exp_dir, restart_errored, argv()), lambda ray: check_resume(exp_dir, ray))
 
 
 @app.command()

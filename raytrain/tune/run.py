@@ -163,7 +163,7 @@ def check_resume(exp_dir: str | Path, ray: RayCpus | None = None) -> Path:
 
     Raises UsageError when the folder is not a raytrain experiment with Tune's experiment state, and
     ConfigError when the experiment's base config no longer passes raytrain's or RLlib's checks, or when
-    `ray` (the local Ray about to start, if it is one) cannot place one of its trials: Tune would wait forever.
+    `ray` (a local Ray about to start, or the Ray just joined) cannot place one of its trials: Tune would wait forever.
     """
     from ray import tune
 
