@@ -89,12 +89,21 @@ def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     env runners and learners are actors, and Ray 2.60 gives every actor a process of its own).
 
     Raises:
-        TrainError: the cluster at `address` cannot be joined.
+        TrainError: the cluster at `address` cannot be joined (nothing answers there: found in seconds).
     """
+    import ray
+
     from raytrain.quiet import worker_runtime_env
 
     address = ray_address(address)
     if address:
+        problem = None if ray.is_initialized() else gcs_unreachable(address)
+        if problem is not None:
+            raise TrainError(
+                f"cannot connect to the Ray cluster at {address}: {problem}. Check the address (the head's GCS "
+                f"port, 6379 unless `ray start --head --port` set another) and that the cluster is up "
+                f"(`ray status --address {address}`)."
+            )
         try:
             joined = init_ray(address, logging_level="WARNING", runtime_env=worker_runtime_env())
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... here
@@ -107,3 +116,34 @@ def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
                        _system_config={"enable_worker_prestart": False, "prestart_worker_first_driver": False},
                        runtime_env=worker_runtime_env())
     return "local Ray" if started else "existing Ray session"
+
+
+def gcs_unreachable(address: str, timeout_s: float = 5.0) -> str | None:
+    """Why the GCS that `ray.init(address=address)` would join cannot be reached, or None when it answers.
+
+    Ray itself keeps retrying an address where nothing answers (a typo, a stopped head) for minutes, printing
+    its own warnings on the terminal. A TCP connect to the address Ray would use (`localhost` resolved the way
+    Ray resolves it) answers within `timeout_s`. Ray Client addresses (`ray://`) are left to Ray.
+    """
+    import socket
+
+    from ray._private.services import canonicalize_bootstrap_address, parse_address
+
+    if address.startswith("ray://"):
+        return None
+    try:
+        bootstrap = canonicalize_bootstrap_address(address)
+    except ValueError as exc:  # not HOST:PORT
+        return f"not a Ray address ({exc})"
+    except Exception as exc:  # ConnectionError: "auto" and no Ray recorded on this machine
+        return str(exc)
+    if bootstrap is None:  # "local", or "auto" with no cluster recorded: Ray starts one
+        return None
+    host, port = parse_address(bootstrap)  # parsed once already by canonicalize_bootstrap_address
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return f"the port {port!r} is not a number from 1 to 65535"
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        return f"nothing answers at {bootstrap} ({exc})"
+    return None

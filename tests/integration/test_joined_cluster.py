@@ -7,6 +7,7 @@ its GCS address, as a user's `--address HOST:PORT` does.
 """
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +19,10 @@ from .conftest import tiny_base
 pytestmark = pytest.mark.integration
 
 
-def _raytrain(*args: str) -> subprocess.CompletedProcess:
-    # Without the check, Tune would wait forever for a trial that cannot be placed: the timeout ends the test.
-    return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=180,
+def _raytrain(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    # Without the checks, Tune would wait forever for a trial that cannot be placed, and Ray would retry an
+    # address where nothing answers for minutes: the timeout ends the test.
+    return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "RAY_ADDRESS": ""})
 
 
@@ -57,4 +59,23 @@ def test_tune_on_a_joined_cluster_too_small_for_one_trial_exits_2(ray_session, t
             f"reserve 3 CPUs, but the Ray cluster at {address} (1 node, 2 CPUs) has 2: lower "
             "env_runners.num_env_runners (or the CPUs per actor), or add nodes with CPUs to it") in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
+    assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["train", "tune"])
+def test_an_address_where_nothing_answers_fails_in_seconds(tmp_path, command):
+    """Ray retries such an address for minutes, printing its own warnings; raytrain names it and exits 1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free once closed: nobody listens there
+    (tmp_path / "base.yaml").write_text(tiny_base(2, 1).replace("experiment: {", f"experiment: {{storage_path: {tmp_path / 'runs'}, "))
+    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\nname: far\n")
+    before = _listing(tmp_path)
+    result = _raytrain(command, str(tmp_path / ("base.yaml" if command == "train" else "sweep.yaml")),
+                       "--address", f"127.0.0.1:{port}", timeout=60)
+    assert result.returncode == 1, result.stderr[-3000:]
+    said = " ".join(result.stderr.split())
+    assert f"cannot connect to the Ray cluster at 127.0.0.1:{port}: nothing answers at " in said, said[-3000:]
+    assert "Connection refused" in said and f"ray status --address 127.0.0.1:{port}" in said
+    assert "Traceback" not in said
     assert _listing(tmp_path) == before

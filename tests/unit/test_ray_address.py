@@ -1,0 +1,61 @@
+"""`--address` where no Ray answers: refused in seconds, with the reason, instead of Ray retrying for minutes.
+
+Real sockets on this machine (a port just freed, a listening one); no Ray runtime.
+"""
+
+import socket
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raytrain.ray_session import gcs_unreachable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_port_nobody_listens_on_is_named_with_the_address_ray_would_use():
+    port = free_port()
+    problem = gcs_unreachable(f"127.0.0.1:{port}")
+    assert problem is not None and problem.startswith("nothing answers at ") and f":{port} (" in problem
+    assert "Connection refused" in problem
+
+
+def test_a_listening_port_passes():
+    with socket.socket() as server:
+        server.bind(("0.0.0.0", 0))
+        server.listen()
+        assert gcs_unreachable(f"127.0.0.1:{server.getsockname()[1]}") is None
+
+
+@pytest.mark.parametrize("address", ["local", "ray://head:10001"])
+def test_a_local_ray_and_ray_client_addresses_are_left_to_ray(address):
+    assert gcs_unreachable(address) is None
+
+
+@pytest.mark.parametrize(("address", "said"), [
+    ("head", "not a Ray address"),
+    ("127.0.0.1:0", "the port '0' is not a number from 1 to 65535"),
+    ("127.0.0.1:65536", "the port '65536' is not a number from 1 to 65535"),
+    ("127.0.0.1:٣", "the port '٣' is not a number"),  # an Arabic-Indic 3: str.isdigit() and int() take it
+    ("127.0.0.1:1;reboot", "the port '1;reboot' is not a number"),
+    ("$(reboot):6379", "nothing answers at $(reboot):6379"),
+])
+def test_hostile_or_malformed_addresses_are_refused_as_they_were_typed(address, said):
+    assert said in (gcs_unreachable(address, timeout_s=1) or "")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=12))
+def test_any_port_text_is_refused_unless_it_is_a_port_number(port):
+    problem = gcs_unreachable(f"127.0.0.1:{port}", timeout_s=0.5)
+    if port.isascii() and port.isdigit() and 1 <= int(port) <= 65535:
+        assert problem is None or problem.startswith("nothing answers at ")
+    elif ":" not in port:  # with a colon the host part changes, and the result is one of the refusals
+        assert problem == f"the port {port!r} is not a number from 1 to 65535"
+    else:
+        assert problem is not None
