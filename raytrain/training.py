@@ -63,12 +63,6 @@ def trial_bundles(cfg: RaytrainConfig) -> list[dict[str, float]]:
     return list(request.bundles)
 
 
-def required_cpus(cfg: RaytrainConfig) -> float:
-    """CPUs the Algorithm's actors reserve (env runners, remote learners, evaluation runners); `train` runs the
-    Algorithm itself in its own process, which reserves nothing."""
-    return float(sum(b.get("CPU", 0.0) for b in trial_bundles(cfg)[1:]))
-
-
 TRAIN_ACTORS = "the config's actors (env runners, learners, evaluation runners)"
 TRIAL_ACTORS = "each trial's actors (main process and learner, env runners)"
 
