@@ -30,34 +30,31 @@ def _listing(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-def test_train_on_a_joined_cluster_too_small_for_its_env_runners_exits_2(ray_session, tmp_path):
-    address = ray_session.get_runtime_context().gcs_address
-    path = tmp_path / "big.yaml"
+def _write_configs(tmp_path: Path, runners: int) -> None:
+    """base.yaml (a train config with `runners` env runners) and sweep.yaml (a sweep of it, with `runners` in
+    its `set:` on line 5), both writing under tmp_path."""
     base = tiny_base(2, 1).replace("experiment: {", f"experiment: {{storage_path: {tmp_path / 'runs'}, ")
-    path.write_text(base.replace("num_env_runners: 0", "num_env_runners: 3"))
-    before = _listing(tmp_path)
-    result = _raytrain("train", str(path), "--address", address)
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert (f"{path}:3: env_runners.num_env_runners: the config's actors (env runners, learners, evaluation "
-            f"runners) reserve 3 CPUs, but the Ray cluster at {address} (1 node, 2 CPUs) has 2: lower "
-            "env_runners.num_env_runners (or the CPUs per actor), or add nodes with CPUs to it") in " ".join(result.stderr.split())
-    assert "Traceback" not in result.stderr
-    assert _listing(tmp_path) == before
+    (tmp_path / "base.yaml").write_text(base.replace("num_env_runners: 0", f"num_env_runners: {runners}"))
+    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n"
+                                         "name: far\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n"
+                                         f"set: {{env_runners.num_env_runners: {runners}}}\n")
 
 
-def test_tune_on_a_joined_cluster_too_small_for_one_trial_exits_2(ray_session, tmp_path):
+# train: 3 env runners of 1 CPU (its main process reserves nothing); tune: the trial's main process and learner
+# (1 CPU) and 2 env runners. Either is 3 CPUs, in a Ray of 2.
+@pytest.mark.parametrize(("command", "runners", "at", "what"), [
+    ("train", 3, "base.yaml:3", "the config's actors (env runners, learners, evaluation runners)"),
+    ("tune", 2, "sweep.yaml:5", "each trial's actors (main process and learner, env runners)"),
+])
+def test_a_joined_cluster_too_small_for_the_config_exits_2(ray_session, tmp_path, command, runners, at, what):
     address = ray_session.get_runtime_context().gcs_address
-    (tmp_path / "base.yaml").write_text(tiny_base(2, 1))
-    path = tmp_path / "sweep.yaml"
-    path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n"
-                    "name: big\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n"
-                    "set: {env_runners.num_env_runners: 2}\n")
+    _write_configs(tmp_path, runners)
     before = _listing(tmp_path)
-    result = _raytrain("tune", str(path), "--address", address)
+    result = _raytrain(command, str(tmp_path / at.split(":")[0]), "--address", address)
     assert result.returncode == 2, result.stderr[-3000:]
-    assert (f"{path}:5: env_runners.num_env_runners: each trial's actors (main process and learner, env runners) "
-            f"reserve 3 CPUs, but the Ray cluster at {address} (1 node, 2 CPUs) has 2: lower "
-            "env_runners.num_env_runners (or the CPUs per actor), or add nodes with CPUs to it") in " ".join(result.stderr.split())
+    assert (f"{tmp_path / at}: env_runners.num_env_runners: {what} reserve 3 CPUs, but the Ray cluster at "
+            f"{address} (1 node, 2 CPUs) has 2: lower env_runners.num_env_runners (or the CPUs per actor), or add "
+            "nodes with CPUs to it") in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
     assert _listing(tmp_path) == before
 
@@ -68,8 +65,7 @@ def test_an_address_where_nothing_answers_fails_in_seconds(tmp_path, command):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # free once closed: nobody listens there
-    (tmp_path / "base.yaml").write_text(tiny_base(2, 1).replace("experiment: {", f"experiment: {{storage_path: {tmp_path / 'runs'}, "))
-    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\nname: far\n")
+    _write_configs(tmp_path, 0)
     before = _listing(tmp_path)
     result = _raytrain(command, str(tmp_path / ("base.yaml" if command == "train" else "sweep.yaml")),
                        "--address", f"127.0.0.1:{port}", timeout=60)
