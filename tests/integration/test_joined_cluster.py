@@ -1,6 +1,6 @@
-"""A Ray joined with --address whose CPUs cannot place what the config asks for: exit 2 at the field, with
-nothing built or written. A local Ray's CPUs are known before it starts and are checked then (tests/unit); a
-joined cluster's are known only once joined.
+"""`--address`: a Ray joined whose CPUs cannot place what the config asks for is exit 2 at the field, with
+nothing built or written (a local Ray's CPUs are known before it starts and are checked then, tests/unit; a
+joined cluster's are known only once joined); an address where nothing answers is exit 1 within seconds.
 
 Mode: the commands run as subprocesses that join the session's Ray (token auth, as `ray.init()` started it) by
 its GCS address, as a user's `--address HOST:PORT` does.
