@@ -40,3 +40,34 @@ class LateCartPole(CartPoleEnv):
             except FileExistsError:
                 return
             time.sleep(config["delay"])
+
+
+_started_together = False
+
+
+class TogetherCartPole(CartPoleEnv):
+    """CartPole whose first reset in each Ray actor waits, up to config["timeout"] seconds, until
+    config["actors"] actors have reached theirs (a file per actor in the folder config["dir"]): the trials of
+    a sweep start sampling together however late one's actor came up. Later resets do not wait."""
+
+    def __init__(self, config=None):
+        super().__init__()
+        self.together = config or {}
+
+    def reset(self, *, seed=None, options=None):
+        global _started_together
+        import time
+
+        import ray
+
+        if not _started_together and ray.is_initialized():
+            actor = ray.get_runtime_context().get_actor_id()
+            if actor is not None:
+                _started_together = True
+                folder = self.together["dir"]
+                os.makedirs(folder, exist_ok=True)
+                open(os.path.join(folder, actor), "w").close()
+                deadline = time.monotonic() + self.together["timeout"]
+                while len(os.listdir(folder)) < self.together["actors"] and time.monotonic() < deadline:
+                    time.sleep(0.05)
+        return super().reset(seed=seed, options=options)

@@ -62,10 +62,21 @@ def _trial_actors_made() -> int:
 
 
 def test_pbt_exploit_trains_with_the_new_lr(ray_session, tuned, tmp_path):
+    """An exploit restarts the weaker trial from the stronger one's checkpoint with a new lr, in its own actor.
+
+    Which trial is weaker is known: trials are ranked on the learner's lr, the first (1e-5, then one of the
+    mutations) always below the second (0.01). Asynchronous PBT compares a trial at its perturbation point with
+    the other's score at its last one, so an exploit needs the other trial to have reported one and not to have
+    finished: both trials start sampling together (TogetherCartPole), however late one's actor comes up. (CI
+    once saw no exploit at all, ranked on the return: a trial's 8 iterations take about 2 s here.)
+    """
     actors_before = _trial_actors_made()
+    together = {"dir": str(tmp_path / "together"), "actors": 2, "timeout": 120}
     result, exp = tuned(
-        "name: pbt\nsearch: {algorithm: pbt, seed: 0}\n"
+        "name: pbt\nsearch: {algorithm: pbt, seed: 0,"
+        " metric: learners/default_policy/default_optimizer_learning_rate, mode: max}\n"
         "space: {training.lr: {distribution: grid, values: [0.00001, 0.01]}}\n"
+        f"set: {{environment.env: 'tests.integration.flaky_env:TogetherCartPole', environment.env_config: {json.dumps(together)}}}\n"
         "pbt:\n  perturbation_interval: 2\n  quantile_fraction: 0.5\n  resample_probability: 1.0\n"
         "  hyperparam_mutations: {training.lr: {distribution: choice, values: [0.0002, 0.0003, 0.0004, 0.0005]}}\n",
         stop=8,
