@@ -229,8 +229,11 @@ def resume(
     from raytrain.tune.run import check_resume, resume_sweep
 
     # before Ray starts and before anything is written; a local Ray's CPUs are known before it starts
-    exp_dir = check_resume(experiment_dir, local_ray() if ray_address(address) is None else None)
-    _drive(address, exp_dir, lambda: resume_sweep(exp_dir, restart_errored, argv()), lambda ray: check_resume(exp_dir, ray))
+    resumable = check_resume(experiment_dir)
+    if ray_address(address) is None:
+        resumable.check_cpus(local_ray())
+    exp_dir = resumable.exp_dir
+    _drive(address, exp_dir, lambda: resume_sweep(exp_dir, restart_errored, argv()), resumable.check_cpus)
 
 
 @app.command()

@@ -78,7 +78,7 @@ def _resume(experiment_dir: str) -> None:
     from raytrain.ray_session import connect_ray
     from raytrain.tune.run import check_resume, resume_sweep
 
-    exp_dir = check_resume(experiment_dir)
+    exp_dir = check_resume(experiment_dir).exp_dir
     connect_ray(None)
     _TERMINATED.install()
     _report(resume_sweep(exp_dir, False, argv()))

@@ -6,6 +6,7 @@ import copy
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from raytrain.tune.results import META_FILE, SWEEP_FILE, metric_value, summarize
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
+    from raytrain.config.schema import RaytrainConfig
     from raytrain.training import RayCpus
 
 
@@ -158,12 +160,35 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
     return exp_dir
 
 
-def check_resume(exp_dir: str | Path, ray: RayCpus | None = None) -> Path:
-    """The absolute experiment folder, once it is known to be a sweep Tune can resume. Needs no Ray; writes nothing.
+@dataclass(frozen=True)
+class Resumable:
+    """An experiment folder that `check_resume` found Tune can resume."""
+
+    exp_dir: Path
+    """Absolute."""
+    base: RaytrainConfig
+    """The experiment's base train config, as its trials started with it."""
+    meta_file: str
+    """Where the base config is written (raytrain_sweep.json), for errors."""
+
+    def check_cpus(self, ray: RayCpus) -> None:
+        """Raises ConfigError when `ray` (a local Ray about to start, or the Ray just joined) cannot place one of
+        the experiment's trials: Tune would wait forever."""
+        from raytrain.training import TRIAL_ACTORS, too_few_cpus, trial_bundles
+
+        error = too_few_cpus(trial_bundles(self.base), self.base, lambda key: self.meta_file, TRIAL_ACTORS, ray,
+                             prefix="base.", advice="resume it on a Ray that has them (--address, --cluster); its "
+                             "trials keep the config they started with")
+        if error is not None:
+            raise error
+
+
+def check_resume(exp_dir: str | Path) -> Resumable:
+    """The experiment folder, once it is known to be a sweep Tune can resume. Needs no Ray; writes nothing.
 
     Raises UsageError when the folder is not a raytrain experiment with Tune's experiment state, and
-    ConfigError when the experiment's base config no longer passes raytrain's or RLlib's checks, or when
-    `ray` (a local Ray about to start, or the Ray just joined) cannot place one of its trials: Tune would wait forever.
+    ConfigError when the experiment's base config no longer passes raytrain's or RLlib's checks. The CPUs its
+    trials need are checked by `Resumable.check_cpus`, once the Ray they will run on is known.
     """
     from ray import tune
 
@@ -196,19 +221,12 @@ def check_resume(exp_dir: str | Path, ray: RayCpus | None = None) -> Path:
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(meta_file, "base", f"RLlib rejects the experiment's base config: {exc}")]) from None
-    if ray is not None:
-        from raytrain.training import TRIAL_ACTORS, too_few_cpus, trial_bundles
-
-        error = too_few_cpus(trial_bundles(cfg), cfg, lambda key: meta_file, TRIAL_ACTORS, ray, prefix="base.",
-                             advice="resume it on a Ray that has them (--address, --cluster); its trials keep "
-                             "the config they started with")
-        if error is not None:
-            raise error
-    return exp_dir
+    return Resumable(exp_dir, cfg, meta_file)
 
 
 def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
-    """Continue an interrupted sweep from its checkpoints (Ray must be connected; check_resume first)."""
+    """Continue an interrupted sweep from its checkpoints. `exp_dir` is what `check_resume` found resumable; Ray
+    must be connected."""
     import os
 
     from ray import tune
@@ -217,7 +235,6 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
     from raytrain.tune.trainable import RaytrainPPO
 
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", EXPERIMENT_STATE_PERIOD_S)
-    exp_dir = check_resume(exp_dir)
     check_storage_on_cluster(str(exp_dir))  # every node must see the experiment's checkpoints
     append_command(exp_dir, argv)
     repaired = state.repair(exp_dir)

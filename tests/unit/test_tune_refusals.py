@@ -362,8 +362,9 @@ def test_resume_of_trials_larger_than_the_local_ray_exits_2_before_ray(sweep, tm
     assert (exp / "command.txt").read_text() == command_txt
     assert not ray_started()
     # A Ray that holds them (a cluster named with --address / --cluster is not checked before it is joined).
-    assert check_resume(exp, RayCpus("a cluster", runners + 1)) == exp
-    assert check_resume(exp) == exp
+    resumable = check_resume(exp)
+    assert resumable.exp_dir == exp
+    resumable.check_cpus(RayCpus("a cluster", runners + 1))
 
 
 def test_resume_of_a_cut_short_experiment_state_without_a_copy_exits_2_before_ray(sweep, tmp_path):
