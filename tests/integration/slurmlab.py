@@ -25,6 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
+from ..ports import free_port
 from .labkit import Lab, cannot_create_netns, etc_hosts, network_down, network_up, reap, run, write_script
 
 NODEINIT = """#!/bin/bash
@@ -57,13 +58,6 @@ def cannot_run() -> str | None:
     return cannot_create_netns("rts")
 
 
-def _free_port() -> int:
-    """A port free here now: two labs on one machine (two test runs) each get their own slurmctld port."""
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
-
-
 def _munge_ok(sock: str) -> bool:
     return run(["bash", "-c", 'munge -n -S "$1" | unmunge -S "$1"', "-", sock], check=False, timeout=10).returncode == 0
 
@@ -93,10 +87,11 @@ class SlurmLab(Lab):
         for sub in ("state", "spool", "nodes", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         host = socket.gethostname()
+        # A port free here now: two labs on one machine (two test runs) each get their own slurmctld port.
         nodes = "".join(f"NodeName={n} NodeAddr={ip} NodeHostname={n} CPUs={self.cpus} State=UNKNOWN\n"
                         for n, ip in self.ip.items())
         self.conf.write_text(
-            f"ClusterName=raytrainlab\nSlurmctldHost={host}({self.net}.1)\nSlurmctldPort={_free_port()}\n"
+            f"ClusterName=raytrainlab\nSlurmctldHost={host}({self.net}.1)\nSlurmctldPort={free_port('')}\n"
             "SlurmUser=root\nSlurmdUser=root\nAuthType=auth/munge\nCredType=cred/munge\nMpiDefault=none\n"
             f"AuthInfo=socket={self.munge_socket}\n"
             "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n"

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from ..ports import free_port
 from .conftest import NO_HOSTS, tiny_base
 from .hostlab import HostLab, can_create_namespaces, raytrain
 
@@ -143,12 +144,6 @@ def test_up_prints_the_dashboard_url_and_how_to_log_in(cluster):
 
 
 # --- the browser ----------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

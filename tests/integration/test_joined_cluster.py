@@ -7,13 +7,13 @@ its GCS address, as a user's `--address HOST:PORT` does.
 """
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from ..ports import free_port
 from .conftest import tiny_base
 
 pytestmark = pytest.mark.integration
@@ -62,9 +62,7 @@ def test_a_joined_cluster_too_small_for_the_config_exits_2(ray_session, tmp_path
 @pytest.mark.parametrize("command", ["train", "tune"])
 def test_an_address_where_nothing_answers_fails_in_seconds(tmp_path, command):
     """Ray retries such an address for minutes, printing its own warnings; raytrain names it and exits 1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # free once closed: nobody listens there
+    port = free_port()  # nobody listens there
     _write_configs(tmp_path, 0)
     before = _listing(tmp_path)
     result = _raytrain(command, str(tmp_path / ("base.yaml" if command == "train" else "sweep.yaml")),

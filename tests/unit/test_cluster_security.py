@@ -7,7 +7,6 @@ Commands here really run (bash, ssh, nfs/server.sh); nothing connects anywhere.
 """
 
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from raytrain.cluster import lifecycle, plan
 from raytrain.cluster.runner import DryRunner, SSHRunner, ssh_argv
 from raytrain.config.cluster import ClusterConfig, NodeConfig, SSHConfig, load_cluster
 from raytrain.errors import ClusterError, ConfigError
+
+from ..ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -399,12 +400,6 @@ def test_a_token_others_can_read_is_refused_with_the_chmod_to_run(write_yaml, tm
 
 
 # --- 2. property: every string field full of shell and ssh syntax -------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _base(store: Path, gcs: int, dash: int) -> dict:
     return {
         "name": "hyp",
@@ -505,7 +500,7 @@ def test_hostile_values_are_refused_or_quoted(fuzz_dir, strings, free, always, k
     store = fuzz_dir / "store"
     store.mkdir(exist_ok=True)
     (fuzz_dir / "home").mkdir(exist_ok=True)
-    data = _base(store, _free_port(), _free_port())
+    data = _base(store, free_port(), free_port())
     data["env"]["EXTRA"] = always[0].format(c=canary) + always[1]  # legal in every example: quoting is always tested
     for path, (payload, how, noise) in {**free, **strings}.items():
         hostile = payload.format(c=canary) + noise

@@ -11,11 +11,7 @@ from hypothesis import strategies as st
 
 from raytrain.ray_session import gcs_unreachable
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ..ports import free_port
 
 
 def test_a_port_nobody_listens_on_is_named_with_the_address_ray_would_use():

@@ -1,0 +1,15 @@
+"""A TCP port for a test: one to listen on, or one where nothing answers."""
+
+import socket
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on at `host` ("": every address) now, as the kernel hands out an ephemeral one.
+
+    It is free once returned, so another process could take it before the test uses it; the kernel does not
+    hand the same ephemeral port out again at once, so on a test machine that is rare.
+    """
+    with socket.socket() as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
