@@ -66,3 +66,14 @@ class SweepError(RaytrainError):
 
 class FrameworkError(RaytrainError):
     """The middleware framework failed."""
+
+
+class RayUnreachableError(RaytrainError):
+    """Nothing answers at the address of the Ray cluster to join (found in seconds, before Ray retries it)."""
+
+    def __init__(self, address: str, problem: str) -> None:
+        super().__init__(
+            f"cannot connect to the Ray cluster at {address}: {problem}. Check the address (the head's GCS port, "
+            f"6379 unless `ray start --head --port` set another) and that the cluster is up "
+            f"(`ray status --address {address}`)."
+        )

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from raytrain.errors import TrainError
+from raytrain.errors import RayUnreachableError, TrainError
 
 
 def cluster_address(address: str | None, cluster: Path | None) -> str | None:
@@ -44,6 +44,10 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
 
     Returns:
         True when this call initialized Ray, False when a session was there already.
+
+    Raises:
+        RayUnreachableError: nothing answers at the address to join (`address`, else RAY_ADDRESS, which
+            `ray.init` reads too), found in seconds; Ray itself would retry it for minutes.
     """
     import atexit
 
@@ -51,6 +55,10 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
 
     if ray.is_initialized():
         return False
+    joining = ray_address(address)
+    problem = gcs_unreachable(joining) if joining else None
+    if problem is not None:
+        raise RayUnreachableError(joining or "", problem)
     ray.init(address=address, **options)
     if address is None:
         # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
@@ -89,23 +97,18 @@ def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     env runners and learners are actors, and Ray 2.60 gives every actor a process of its own).
 
     Raises:
-        TrainError: the cluster at `address` cannot be joined (nothing answers there: found in seconds).
+        RayUnreachableError: nothing answers at `address` (found in seconds).
+        TrainError: Ray cannot join the cluster at `address` for another reason.
     """
-    import ray
 
     from raytrain.quiet import worker_runtime_env
 
     address = ray_address(address)
     if address:
-        problem = None if ray.is_initialized() else gcs_unreachable(address)
-        if problem is not None:
-            raise TrainError(
-                f"cannot connect to the Ray cluster at {address}: {problem}. Check the address (the head's GCS "
-                f"port, 6379 unless `ray start --head --port` set another) and that the cluster is up "
-                f"(`ray status --address {address}`)."
-            )
         try:
             joined = init_ray(address, logging_level="WARNING", runtime_env=worker_runtime_env())
+        except RayUnreachableError:
+            raise
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... here
             raise TrainError(
                 f"cannot connect to the Ray cluster at {address}: {exc}. Check that it is up "

@@ -59,13 +59,16 @@ def test_a_joined_cluster_too_small_for_the_config_exits_2(ray_session, tmp_path
     assert _listing(tmp_path) == before
 
 
-@pytest.mark.parametrize("command", ["train", "tune"])
+@pytest.mark.parametrize("command", ["train", "tune", "run"])
 def test_an_address_where_nothing_answers_fails_in_seconds(tmp_path, command):
-    """Ray retries such an address for minutes, printing its own warnings; raytrain names it and exits 1."""
+    """Ray retries such an address for minutes, printing its own warnings; raytrain names it and exits 1.
+    `raytrain run` (the framework, 2 nodes: Ray actors) joins through the same door."""
     port = free_port()  # nobody listens there
     _write_configs(tmp_path, 0)
+    (tmp_path / "pipeline.py").write_text("def main():\n    pass\n")
+    target = {"train": ["base.yaml"], "tune": ["sweep.yaml"], "run": ["pipeline.py", "--main", "main", "--workers", "2"]}
     before = _listing(tmp_path)
-    result = _raytrain(command, str(tmp_path / ("base.yaml" if command == "train" else "sweep.yaml")),
+    result = _raytrain(command, str(tmp_path / target[command][0]), *target[command][1:],
                        "--address", f"127.0.0.1:{port}", timeout=60)
     assert result.returncode == 1, result.stderr[-3000:]
     said = " ".join(result.stderr.split())
