@@ -23,23 +23,56 @@ class BrokenCartPole(CartPoleEnv):
         raise RuntimeError("broken env: cannot be made")
 
 
+_late_role: str | None = None  # per process: "late" (the first actor to make a LateCartPole) or "early"
+_late_steps = 0  # steps taken by this process's LateCartPoles
+
+
+def _wait_for(path: str, timeout: float) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 class LateCartPole(CartPoleEnv):
-    """CartPole whose first make in the first Ray actor to get there waits config["delay"] seconds: a trial
-    actor that starts late, as one does on a busy host. config["marker"] names the file that claims it."""
+    """CartPole whose first Ray actor to make it comes up late, as one does on a busy host, and yet before the
+    other trial ends, whatever the machine's speed. In config["dir"]:
+
+    - the late actor waits in its first make until the other actor's envs have taken config["ahead"] steps
+      (so that trial reaches its first perturbation points while this one is PENDING);
+    - the early actor waits at config["overlap"] steps until the late actor's envs take their first step (it
+      is up and training), so the early trial cannot end before the late one runs.
+
+    Each wait gives up after config["timeout"] seconds.
+    """
 
     def __init__(self, config=None):
-        import time
-
+        global _late_role
         import ray
 
         super().__init__()
-        config = config or {}
-        if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+        self.late = config or {}
+        if _late_role is None and ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+            os.makedirs(self.late["dir"], exist_ok=True)
             try:
-                os.close(os.open(config["marker"], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                os.close(os.open(os.path.join(self.late["dir"], "late"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:
-                return
-            time.sleep(config["delay"])
+                _late_role = "early"
+            else:
+                _late_role = "late"
+                _wait_for(os.path.join(self.late["dir"], "ahead"), self.late["timeout"])
+
+    def step(self, action):
+        global _late_steps
+        _late_steps += 1
+        if _late_role == "late" and _late_steps == 1:
+            open(os.path.join(self.late["dir"], "late_up"), "w").close()
+        elif _late_role == "early" and _late_steps == self.late["ahead"]:
+            open(os.path.join(self.late["dir"], "ahead"), "w").close()
+        elif _late_role == "early" and _late_steps == self.late["overlap"]:
+            _wait_for(os.path.join(self.late["dir"], "late_up"), self.late["timeout"])
+        return super().step(action)
 
 
 _started_together = False

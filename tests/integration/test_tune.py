@@ -143,14 +143,17 @@ def test_pbt_exploit_trains_with_the_new_lr(ray_session, tuned, tmp_path):
 
 
 def test_pbt_trial_whose_actor_starts_late_keeps_its_own_process(ray_session, tuned, tmp_path):
-    """One trial's actor comes up seconds after the other's, as on a busy host (CI saw it).
+    """One trial's actor comes up late, as on a busy host (CI saw it): once the other trial is past its first
+    perturbation points, and yet before that trial ends, whatever the machine's speed (LateCartPole).
 
     Tune's PBT paused the running trial at its perturbation point for the one still PENDING, which took over
     its actor; the sweep then ran in that one process, the trials taking turns, and the actors started for the
     waiting trial were stopped before they were up. Both trials fit on the 2 CPUs, so each keeps its own.
     """
     actors_before = _trial_actors_made()
-    late = {"marker": str(tmp_path / "late"), "delay": 3}
+    # 200 env steps an iteration: the late trial's actor comes up once the early trial is past iteration 3, and
+    # the early trial waits at iteration 6 until the late one trains.
+    late = {"dir": str(tmp_path / "late"), "ahead": 600, "overlap": 1200, "timeout": 60}
     _, exp = tuned(
         "name: late\nsearch: {algorithm: pbt, seed: 0}\n"
         "space: {training.lr: {distribution: grid, values: [0.0001, 0.001]}}\n"
@@ -158,7 +161,8 @@ def test_pbt_trial_whose_actor_starts_late_keeps_its_own_process(ray_session, tu
         "pbt: {perturbation_interval: 2, hyperparam_mutations: {training.lr: [0.0002, 0.0005]}}\n",
         stop=12,
     )
-    assert (tmp_path / "late").exists(), "no actor started late"
+    assert (tmp_path / "late" / "late").exists(), "no actor started late"
+    assert (tmp_path / "late" / "ahead").exists(), "the other trial did not get ahead of the late one"
     pids = {}
     for result_json in exp.glob("*/result.json"):
         trial_rows = rows(result_json.parent)
