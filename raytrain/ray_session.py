@@ -56,9 +56,10 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
     if ray.is_initialized():
         return False
     joining = ray_address(address)
-    problem = gcs_unreachable(joining) if joining else None
-    if problem is not None:
-        raise RayUnreachableError(joining or "", problem)
+    if joining:
+        problem = gcs_unreachable(joining)
+        if problem is not None:
+            raise RayUnreachableError(joining, problem)
     ray.init(address=address, **options)
     if address is None:
         # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
@@ -100,7 +101,6 @@ def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
         RayUnreachableError: nothing answers at `address` (found in seconds).
         TrainError: Ray cannot join the cluster at `address` for another reason.
     """
-
     from raytrain.quiet import worker_runtime_env
 
     address = ray_address(address)

@@ -168,8 +168,11 @@ class Resumable:
     """Absolute."""
     base: RaytrainConfig
     """The experiment's base train config, as its trials started with it."""
-    meta_file: str
-    """Where the base config is written (raytrain_sweep.json), for errors."""
+
+    @property
+    def meta_file(self) -> str:
+        """Where the base config is written (raytrain_sweep.json), for errors."""
+        return str(self.exp_dir / META_FILE)
 
     def check_cpus(self, ray: RayCpus) -> None:
         """Raises ConfigError when `ray` (a local Ray about to start, or the Ray just joined) cannot place one of
@@ -221,7 +224,7 @@ def check_resume(exp_dir: str | Path) -> Resumable:
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(meta_file, "base", f"RLlib rejects the experiment's base config: {exc}")]) from None
-    return Resumable(exp_dir, cfg, meta_file)
+    return Resumable(exp_dir, cfg)
 
 
 def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:

@@ -27,12 +27,23 @@ _late_role: str | None = None  # per process: "late" (the first actor to make a 
 _late_steps = 0  # steps taken by this process's LateCartPoles
 
 
-def _wait_for(path: str, timeout: float) -> None:
+def _in_ray_actor() -> bool:
+    import ray
+
+    return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+
+
+def _wait_until(done, timeout: float) -> None:
+    """Poll `done()` until it is true or `timeout` seconds have passed."""
     import time
 
     deadline = time.monotonic() + timeout
-    while not os.path.exists(path) and time.monotonic() < deadline:
+    while not done() and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def _wait_for(path: str, timeout: float) -> None:
+    _wait_until(lambda: os.path.exists(path), timeout)
 
 
 class LateCartPole(CartPoleEnv):
@@ -49,11 +60,9 @@ class LateCartPole(CartPoleEnv):
 
     def __init__(self, config=None):
         global _late_role
-        import ray
-
         super().__init__()
         self.late = config or {}
-        if _late_role is None and ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+        if _late_role is None and _in_ray_actor():
             os.makedirs(self.late["dir"], exist_ok=True)
             try:
                 os.close(os.open(os.path.join(self.late["dir"], "late"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -89,18 +98,12 @@ class TogetherCartPole(CartPoleEnv):
 
     def reset(self, *, seed=None, options=None):
         global _started_together
-        import time
+        if not _started_together and _in_ray_actor():
+            import ray
 
-        import ray
-
-        if not _started_together and ray.is_initialized():
-            actor = ray.get_runtime_context().get_actor_id()
-            if actor is not None:
-                _started_together = True
-                folder = self.together["dir"]
-                os.makedirs(folder, exist_ok=True)
-                open(os.path.join(folder, actor), "w").close()
-                deadline = time.monotonic() + self.together["timeout"]
-                while len(os.listdir(folder)) < self.together["actors"] and time.monotonic() < deadline:
-                    time.sleep(0.05)
+            _started_together = True
+            folder = self.together["dir"]
+            os.makedirs(folder, exist_ok=True)
+            open(os.path.join(folder, ray.get_runtime_context().get_actor_id()), "w").close()
+            _wait_until(lambda: len(os.listdir(folder)) >= self.together["actors"], self.together["timeout"])
         return super().reset(seed=seed, options=options)
