@@ -105,7 +105,11 @@ def on_head(lab: HostLab, command: str, **popen) -> subprocess.Popen:
 
 def test_pbt_sweep_runs_on_every_host_and_exploits_across_hosts(lab, nfs, cluster, tmp_path):
     sweep = sweep_file(tmp_path, lab, (
-        "name: pbt_lab\nsearch: {algorithm: pbt, seed: 0}\n"
+        # Ranked on the learner's lr, so the weaker trials are known (1e-5, 2e-5 and the mutations stay below
+        # 0.01). Ranked on the return, the trial that reports second at each perturbation point can be the better
+        # one every time, and then no exploit happens (as CI once saw in test_tune's PBT test).
+        "name: pbt_lab\nsearch: {algorithm: pbt, seed: 0,"
+        " metric: learners/default_policy/default_optimizer_learning_rate, mode: max}\n"
         "space: {training.lr: {distribution: grid, values: [0.00001, 0.00002, 0.01]}}\n"
         "pbt:\n  perturbation_interval: 2\n  quantile_fraction: 0.34\n  resample_probability: 1.0\n"
         "  hyperparam_mutations: {training.lr: {distribution: choice, values: [0.0003, 0.0005]}}\n"
