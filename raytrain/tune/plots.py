@@ -28,16 +28,17 @@ def plot(exp_dir: str | Path) -> list[Path]:
         ys = [finite(metric_value(r, metric)) for r in rows]
         pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
         # A PBT exploit continues a trial from the checkpoint it cloned, often from an earlier iteration than
-        # it had reached: each such restart is a piece of its own, drawn in the trial's colour.
+        # it had reached: each such restart is a piece of its own, drawn in the trial's colour. The legend names
+        # the trial as the leaderboard does (matplotlib leaves out a label that starts with "_").
         color = None
         for piece in _pieces(pts):
-            line = ax.plot(*zip(*piece), color=color, label=None if color else t.name[-24:], linewidth=1.5)
+            line = ax.plot(*zip(*piece), color=color, label=None if color else t.trial_id, linewidth=1.5)
             color = line[0].get_color()
     ax.set_xlabel("training iteration")
     ax.set_ylabel(metric)
     ax.set_title(f"{meta['name']}: {metric} per trial")
     ax.grid(alpha=0.3)
-    if trials:
+    if ax.get_legend_handles_labels()[0]:  # trials with no value of the metric yet draw no line
         ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     path = out_dir / "metric_per_trial.png"
@@ -62,7 +63,7 @@ def plot(exp_dir: str | Path) -> list[Path]:
                 ax.set_ylabel(key)
                 ax.grid(alpha=0.3)
             axes[-1, 0].set_xlabel("training iteration")
-            axes[0, 0].set_title(f"PBT schedule of the best trial's lineage ({trials[0].name[-24:]})")
+            axes[0, 0].set_title(f"PBT schedule of the best trial's lineage ({trials[0].trial_id})")
             fig.tight_layout()
             path = out_dir / "pbt_best_lineage.png"
             fig.savefig(path, dpi=110)
