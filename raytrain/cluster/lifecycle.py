@@ -11,7 +11,7 @@ import secrets
 import stat
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -282,7 +282,7 @@ class UpReport:
 
 def up(cfg: ClusterConfig, runner: Runner, *, restart: bool = False, preflight: bool = True,
        on_step: Callable[[str], None] = _quiet) -> UpReport:
-    """Start the head, then every worker in parallel; wait until all are alive. All or nothing.
+    """Start the head, then every worker in parallel once the head's GCS answers; wait until all are alive. All or nothing.
 
     With `storage.nfs`, first mounts the share on every node where it is not mounted yet (before the
     preflight checks that storage.path is shared). On a cluster that is up, starts nothing; on one whose
@@ -346,23 +346,32 @@ def _install_token(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig]) 
 
 
 def _start(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig], on_step: Callable[[str], None]) -> list[Node]:
-    """`ray start` on the head (when it is one of `nodes`), then on the workers in parallel; wait until every
-    node is alive and return the GCS's list. On any failure, stops Ray again where this ran `ray start`."""
+    """`ray start` on the head (when it is one of `nodes`) and on the workers in parallel, the workers as soon as
+    the head's GCS accepts connections (as the Slurm job does); wait until every node is alive and return the
+    GCS's list. On any failure, stops Ray again where this ran `ray start`, once every `ray start` has ended."""
     # Every node this ran `ray start` on, failed ones included: a `ray start` that exits non-zero
     # (or times out) may already have started a raylet or the GCS.
     attempted: list[NodeConfig] = []
+    workers = [n for n in nodes if n is not cfg.head]
     try:
-        if cfg.head in nodes:
-            on_step(f"starting the head on {cfg.head.node_name}")
-            attempted.append(cfg.head)
-            res = runner.run(cfg.head, plan.start_head(cfg), timeout=cfg.start_timeout_s)
-            if not res.ok:
-                raise ClusterError(f"the head failed to start: {res.describe()}")
-        workers = [n for n in nodes if n is not cfg.head]
-        if workers:
-            on_step(f"starting {len(workers)} worker(s) in parallel")
-        attempted += workers
-        results = parallel(lambda n: runner.run(n, plan.start_worker(cfg, n), timeout=cfg.start_timeout_s), workers)
+        # Leaving the pool waits for the head's `ray start` to end, so a failure stops only what has started.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            head_start: Future[CommandResult] | None = None
+            if cfg.head in nodes:
+                on_step(f"starting the head on {cfg.head.node_name}")
+                attempted.append(cfg.head)
+                head_start = pool.submit(runner.run, cfg.head, plan.start_head(cfg), timeout=cfg.start_timeout_s)
+                overlap = bool(workers) and not runner.dry_run  # a dry run lists the head's command first
+                if not (overlap and _wait_gcs(cfg, runner, head_start)):
+                    wait([head_start])  # the workers start once the head's `ray start` has ended
+                if head_start.done():
+                    _head_started(head_start.result())
+            if workers:
+                on_step(f"starting {len(workers)} worker(s) in parallel")
+            attempted += workers
+            results = parallel(lambda n: runner.run(n, plan.start_worker(cfg, n), timeout=cfg.start_timeout_s), workers)
+            if head_start is not None:
+                _head_started(head_start.result())
         failed = [r for r in results if not r.ok]
         if failed:
             raise ClusterError("worker(s) failed to start:\n  " + "\n  ".join(r.describe() for r in failed))
@@ -372,6 +381,22 @@ def _start(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig], on_step:
             on_step(f"failed: stopping Ray on {', '.join(n.node_name for n in attempted)}")
             parallel(lambda n: runner.run(n, plan.stop(cfg), timeout=60), list(reversed(attempted)))
         raise
+
+
+def _head_started(res: CommandResult) -> None:
+    if not res.ok:
+        raise ClusterError(f"the head failed to start: {res.describe()}")
+
+
+def _wait_gcs(cfg: ClusterConfig, runner: Runner, head_start: Future[CommandResult]) -> bool:
+    """True as soon as the head's GCS port accepts connections; False once the head's `ray start` has ended
+    or `start_timeout_s` has passed without that."""
+    deadline = time.monotonic() + cfg.start_timeout_s
+    while not head_start.done() and time.monotonic() < deadline:
+        # Short rounds, so that a head whose start fails is noticed within about 2 s.
+        if runner.run(cfg.head, plan.gcs_answers(cfg, wait_s=2), timeout=cfg.ssh.connect_timeout + 10).ok:
+            return True
+    return False
 
 
 def _wait_ports_free(cfg: ClusterConfig, runner: Runner, timeout_s: float = 30) -> None:

@@ -36,6 +36,17 @@ PORT_FREE = (
     "print(json.dumps(busy))"
 )
 
+# Connects to HOST:PORT until something accepts, for at most WAIT_S seconds: exit 0 once it does, else 1.
+PORT_ANSWERS = (
+    "import socket, sys, time\n"
+    "host, port, end = sys.argv[1], int(sys.argv[2]), time.monotonic() + float(sys.argv[3])\n"
+    "while True:\n"
+    "    try:\n        socket.create_connection((host, port), timeout=1).close()\n        sys.exit(0)\n"
+    "    except OSError:\n"
+    "        if time.monotonic() >= end:\n            sys.exit(1)\n"
+    "        time.sleep(0.2)"
+)
+
 
 class Shell(str):
     """A shell word made here from quoted parts (only `"$HOME"` is left for the node's shell to expand)."""
@@ -144,6 +155,11 @@ def probe(cfg: ClusterConfig) -> Command:
 def ports_free(cfg: ClusterConfig, ports: list[int]) -> Command:
     """Prints the ports of `ports` that are in use, as a JSON list."""
     return Command(line(cfg.python_path, "-c", PORT_FREE, *map(str, ports)), dry_stdout="[]")
+
+
+def gcs_answers(cfg: ClusterConfig, wait_s: float) -> Command:
+    """Run on the head: exits 0 as soon as the head's GCS port accepts a connection, 1 after `wait_s` s."""
+    return Command(line(cfg.python_path, "-c", PORT_ANSWERS, cfg.head.ip, str(cfg.head.port), f"{wait_s:g}"))
 
 
 def install_token(cfg: ClusterConfig) -> str:

@@ -207,3 +207,80 @@ def test_default_python_is_raytrains_own_on_a_local_only_cluster(write_yaml):
     assert mixed.python_path == "python3"
     pinned = load_cluster(write_yaml("name: three\nhead: {host: localhost}\npython: /opt/py/bin/python3\n", "three.yaml"))
     assert pinned.python_path == "/opt/py/bin/python3"
+
+
+class StartRunner(Runner):
+    """Answers `ray start`, the GCS probe, `ray stop` and the node list as scripted, and logs each command's
+    start and end by node, so a test sees what overlapped (real threads: `up` runs nodes in parallel)."""
+
+    def __init__(self, cfg, *, gcs_answers: bool = True, head_fails: bool = False):
+        import threading
+
+        self.cfg, self.gcs_answers, self.head_fails = cfg, gcs_answers, head_fails
+        self.log: list[tuple[str, str, str]] = []
+        self.lock = threading.Lock()
+        self.worker_started = threading.Event()
+
+    def note(self, *entry: str) -> None:
+        with self.lock:
+            self.log.append(entry)
+
+    def run(self, node, command, *, stdin=None, timeout=None):
+        import json
+        import time
+
+        from raytrain.cluster.runner import CommandResult
+
+        kind = ("head" if "--head" in command else "worker" if "start --address" in command else
+                "stop" if command.endswith("ray stop") else "nodes" if "RAY_ADDRESS=" in command else
+                "gcs?" if "create_connection" in command else "other")
+        self.note(node.node_name, kind, "begin")
+        rc, out = 0, ""
+        if kind == "head":
+            # The head's `ray start` ends only after a worker's has begun (or 10 s): the overlap under test.
+            self.worker_started.wait(timeout=10 if self.gcs_answers else 0.5)
+            rc = 1 if self.head_fails else 0
+        elif kind == "worker":
+            self.worker_started.set()
+        elif kind == "gcs?":
+            rc = 0 if self.gcs_answers else 1
+            time.sleep(0 if self.gcs_answers else 0.2)
+        elif kind == "nodes":
+            out = json.dumps([{"ip": n.ip, "alive": True, "resources": {}, "hostname": n.host} for n in self.cfg.nodes])
+        self.note(node.node_name, kind, "end")
+        return CommandResult(node.node_name, command, rc, out, "")
+
+
+def test_up_starts_the_workers_once_the_heads_gcs_answers_before_its_ray_start_ends(lab):
+    from raytrain.cluster.lifecycle import _start
+
+    runner = StartRunner(lab)
+    nodes = _start(lab, runner, list(lab.nodes), lambda _: None)
+    assert {n["ip"] for n in nodes} == {"10.0.0.10", "10.0.0.8"}
+    log = runner.log
+    assert log.index(("m10", "gcs?", "end")) < log.index(("m8", "worker", "begin")) < log.index(("m10", "head", "end"))
+    assert not [e for e in log if e[1] == "stop"]
+
+
+def test_a_head_that_fails_before_its_gcs_answers_starts_no_worker(lab):
+    from raytrain.cluster.lifecycle import _start
+    from raytrain.errors import ClusterError
+
+    runner = StartRunner(lab, gcs_answers=False, head_fails=True)
+    with pytest.raises(ClusterError, match="the head failed to start"):
+        _start(lab, runner, list(lab.nodes), lambda _: None)
+    assert [e for e in runner.log if e[1] in ("worker", "stop")] == [("m10", "stop", "begin"), ("m10", "stop", "end")]
+
+
+def test_a_head_that_fails_after_the_workers_began_is_stopped_with_them_once_its_start_ended(lab):
+    from raytrain.cluster.lifecycle import _start
+    from raytrain.errors import ClusterError
+
+    runner = StartRunner(lab, head_fails=True)
+    with pytest.raises(ClusterError, match="the head failed to start"):
+        _start(lab, runner, list(lab.nodes), lambda _: None)
+    log = runner.log
+    stops = [e[0] for e in log if e[1] == "stop" and e[2] == "begin"]
+    assert sorted(stops) == ["m10", "m8"]
+    first_stop = min(i for i, e in enumerate(log) if e[1] == "stop")
+    assert first_stop > log.index(("m10", "head", "end")) and first_stop > log.index(("m8", "worker", "end"))
