@@ -72,6 +72,8 @@ def check_and_up_refuse(lab: HostLab, path: Path, *reasons: str) -> None:
 
 def test_up_status_train_down(lab, tmp_path):
     path = cluster_file(lab, tmp_path, "lab3")
+    # Ray notices a dead node after period x threshold: 3 s instead of 30 s (w1 loses power below).
+    path.write_text(path.read_text() + "env: {RAY_health_check_period_ms: '1000', RAY_health_check_failure_threshold: '3'}\n")
     try:
         up = raytrain("cluster", "up", str(path))
         assert up.returncode == 0, up.stderr[-3000:]
