@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 from .conftest import NO_HOSTS, lab_fixture
-from .hostlab import CLEAN_ENV, HostLab, can_create_namespaces, plain_venv, raytrain, status_once_dead, venv_with_ray
+from .hostlab import (
+    CLEAN_ENV,
+    QUICK_DEATH_ENV,
+    HostLab,
+    can_create_namespaces,
+    plain_venv,
+    raytrain,
+    status_once_dead,
+    venv_with_ray,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
 
@@ -72,8 +81,7 @@ def check_and_up_refuse(lab: HostLab, path: Path, *reasons: str) -> None:
 
 def test_up_status_train_down(lab, tmp_path):
     path = cluster_file(lab, tmp_path, "lab3")
-    # Ray notices a dead node after period x threshold: 3 s instead of 30 s (w1 loses power below).
-    path.write_text(path.read_text() + "env: {RAY_health_check_period_ms: '1000', RAY_health_check_failure_threshold: '3'}\n")
+    path.write_text(path.read_text() + QUICK_DEATH_ENV)  # w1 loses power below
     try:
         up = raytrain("cluster", "up", str(path))
         assert up.returncode == 0, up.stderr[-3000:]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import NO_HOSTS, lab_fixture, tiny_base
-from .hostlab import CLEAN_ENV, HostLab, can_create_namespaces, raytrain, status_once_dead
+from .hostlab import CLEAN_ENV, QUICK_DEATH_ENV, HostLab, can_create_namespaces, raytrain, status_once_dead
 from .nfslab import NFSLab, cannot_serve_nfs
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
@@ -71,8 +71,7 @@ def cluster(lab, nfs, tmp_path_factory):
         f"ssh: {{config_file: {lab.ssh_config}, connect_timeout: 5}}\n"
         f"python: {sys.executable}\n"
         f"storage: {{path: {on_hosts(lab)}, nfs: {{server: {nfs.ip}, export: /nfsroot, mount_point: {on_hosts(lab).parent}}}}}\n"
-        # Ray notices a dead node after period x threshold: 3 s instead of 30 s.
-        "env: {RAY_health_check_period_ms: '1000', RAY_health_check_failure_threshold: '3'}\n"
+        f"{QUICK_DEATH_ENV}"
         "start_timeout_s: 60\n"
     )
     up = raytrain("cluster", "up", str(path))

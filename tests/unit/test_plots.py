@@ -18,11 +18,17 @@ def test_a_repeated_iteration_starts_a_piece_and_no_points_make_none():
 
 
 def _experiment(tmp_path, trials: dict[str, list[float]]):
-    """An experiment folder as a sweep leaves it, with a trial folder per name and its metric per iteration."""
-    exp = tmp_path / "ppo_pbt_cartpole_18"
-    exp.mkdir()
-    (exp / "raytrain_sweep.json").write_text(json.dumps(
-        {"name": exp.name, "algorithm": "random", "metric": "raytrain/episode_return_mean_100", "mode": "max", "base": {}}))
+    """An experiment folder as a sweep leaves it (raytrain's own files, by raytrain's writer), with a trial folder
+    per name and its metric per iteration."""
+    from raytrain.config.sweep_load import load_sweep
+    from raytrain.tune.build import plan as sweep_plan
+    from raytrain.tune.run import _write_meta
+
+    (tmp_path / "base.yaml").write_text("environment: {env: CartPole-v1}\nstop: {training_iteration: 2}\n")
+    (tmp_path / "sweep.yaml").write_text(
+        f"name: ppo_pbt_cartpole_18\nbase: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n")
+    loaded = load_sweep(tmp_path / "sweep.yaml")
+    exp = _write_meta(loaded, sweep_plan(loaded), ["raytrain", "tune", "sweep.yaml"])
     for name, values in trials.items():
         trial = exp / name
         trial.mkdir()
