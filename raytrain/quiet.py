@@ -15,7 +15,12 @@ Three places, one switch (`quiet_ray()`; nothing changes with --verbose / RAYTRA
   job's runtime_env sets it to `error` there (`worker_runtime_env()`), so Ray's own loggers print errors
   only. RLlib's `ray.rllib` logger keeps its own WARNING level, and anything a trial prints still shows;
 - Tune: its older console output (`RAY_AIR_NEW_OUTPUT=0`), which at the `verbose=0` raytrain gives it
-  prints nothing; raytrain's live trial table replaces it.
+  prints nothing; raytrain's live trial table replaces it;
+- Ray's native (C++) log lines that this process writes straight to its stderr while RLlib builds an
+  Algorithm (`native_lines_to_log()`). Ray 2.60's core worker prints one at ERROR level for every env runner
+  actor (RLlib passes its config by reference and restarts failed env runners: "has constructor arguments in
+  the object store and max_restarts > 0 ... the actor restart will fail"), which would open every run with
+  env runners. The same line stays in Ray's own `python-core-driver-*.log` as well.
 
 Python's `warnings` are untouched outside the Ray package, so raytrain's (and the user's) show as before.
 """
@@ -25,8 +30,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
+import sys
+import tempfile
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -152,8 +162,62 @@ def quiet_ray() -> RayMessages | None:
     return messages
 
 
+QUIET_WORKER = "RAYTRAIN_QUIET_RAY"
+"""Set to 1 in the worker processes of a job whose driver keeps Ray's messages off the terminal."""
+
+
 def worker_runtime_env() -> dict[str, Any] | None:
-    """The job's runtime_env for `ray.init`: Ray's own loggers print errors only in every worker process."""
+    """The job's runtime_env for `ray.init`: Ray's own loggers print errors only in every worker process,
+    and a trial's build keeps Ray's native lines off the stream to the terminal (`native_lines_to_log`)."""
     if _divert.messages is None:
         return None
-    return {"env_vars": {"RAY_LOGGER_LEVEL": "error"}}
+    return {"env_vars": {"RAY_LOGGER_LEVEL": "error", QUIET_WORKER: "1"}}
+
+
+# A line of Ray's native log as its C++ code prints it to stderr, below FATAL:
+# "[2026-11-26 14:58:21,999 E 6070 6070] core_worker.cc:2465: Actor with class name: ..."
+NATIVE_LINE = re.compile(rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [DIWE] \d+ \d+\] [\w./-]+:\d+: ")
+
+
+@contextmanager
+def native_lines_to_log() -> Iterator[None]:
+    """While the block runs, Ray's native log lines below FATAL that this process prints go to ray.log.
+
+    For an Algorithm's build, which starts RLlib's actors. The process's stderr (file descriptor 2, where
+    Ray's C++ code writes) goes to a temporary file for the block; afterwards every other line is written
+    to the real stderr, in order. When the block raises, every line is, Ray's too: a build that fails
+    writes no run folder, so its ray.log would never be written. Nothing changes with --verbose.
+
+    In a trial's actor (a worker of a quiet job), whose stderr Ray streams to the driver's terminal, the
+    native lines are left out of that stream only; Ray's `python-core-worker-*.log` keeps them, as the
+    driver's `python-core-driver-*.log` does.
+    """
+    messages = _divert.messages
+    if messages is None and os.environ.get(QUIET_WORKER) != "1":
+        yield
+        return
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = os.dup(2)
+    failed = True
+    try:
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                yield
+                failed = False
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                captured.seek(0)
+                shown = []
+                for line in captured.read().splitlines(keepends=True):
+                    if not failed and NATIVE_LINE.match(line):
+                        if messages is not None:
+                            messages.write(line.decode("utf-8", "replace"))
+                    else:
+                        shown.append(line)
+                with open(2, "wb", closefd=False) as stderr:
+                    stderr.write(b"".join(shown))
+    finally:
+        os.close(saved)

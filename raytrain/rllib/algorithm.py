@@ -32,12 +32,15 @@ def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
     """Build the Algorithm of `config`; stop it on leaving, then remove the scratch folder Tune made for it."""
     from ray.train.constants import DEFAULT_STORAGE_PATH
 
+    from raytrain.quiet import native_lines_to_log
+
     root = Path(DEFAULT_STORAGE_PATH)
     made_root = not root.exists()
     scratch: Path | None = None
     try:
         try:
-            algo = config.build_algo()
+            with native_lines_to_log():  # the build starts RLlib's actors: Ray's native notes about them
+                algo = config.build_algo()
         except BaseException as exc:
             scratch = _scratch_of_failed_build(exc)
             raise

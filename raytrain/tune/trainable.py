@@ -128,6 +128,12 @@ class RaytrainPPO(PPO):
         self._raytrain_rebuild_unless_restored: dict[str, Any] | None = None
         """After a config swap: the trial config to rebuild from if no checkpoint is restored."""
 
+    def setup(self, config: Any) -> None:  # Trainable: a dict; Algorithm: its AlgorithmConfig
+        from raytrain.quiet import native_lines_to_log
+
+        with native_lines_to_log():  # the build starts RLlib's actors: Ray's native notes about them
+            super().setup(config)
+
     def __repr__(self) -> str:
         # Ray shows this on the dashboard's Actors page and before each line a trial prints:
         # the trial's name tells the trials of a sweep apart (RLlib's repr is the same for all of them).

@@ -22,6 +22,7 @@ RAYS_OWN = (
     "Configuration for experiment",                      # Tune's box
     "To visualize your results with TensorBoard",        # Tune's hint, naming a /tmp/ray folder
     "/tmp/ray/session",
+    "has constructor arguments in the object store",     # Ray's core worker (native code), per env runner actor
 )
 
 CHATTY_ENV = '''
@@ -46,10 +47,10 @@ class ChattyCartPole(CartPoleEnv):
 '''
 
 
-def _base(stop: int, env_runners: int) -> str:
+def _base(stop: int, env_runners: int, env_runner_cpus: float = 1) -> str:
     return (
         'environment: {env: "chatty_env:ChattyCartPole"}\n'
-        f"env_runners: {{num_env_runners: {env_runners}, num_envs_per_env_runner: 1}}\n"
+        f"env_runners: {{num_env_runners: {env_runners}, num_envs_per_env_runner: 1, num_cpus_per_env_runner: {env_runner_cpus}}}\n"
         "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\n"
         "model: {fcnet_hiddens: [16]}\n"
         "resources: {num_cpus_for_main_process: 0.5}\nlearners: {num_cpus_per_learner: 0.5}\n"
@@ -85,6 +86,7 @@ def test_train_shows_raytrains_lines_and_the_users_not_rays(raytrain_cli, tmp_pa
     run_dir = next((tmp_path / "runs" / "quiet").iterdir())
     assert f"Ray's own messages go to {run_dir / 'ray.log'} (--verbose prints them here)" in shown
     assert "Token authentication is enabled" in (run_dir / "ray.log").read_text()
+    assert "has constructor arguments in the object store" in (run_dir / "ray.log").read_text()
     # The user's env (in the env runner actor): its print and its warning still show, with Ray's prefix.
     assert any("SingleAgentEnvRunner" in line and "chatty-env: first reset" in line for line in shown.splitlines())
     assert "chatty-env: the user's own warning" in shown
@@ -93,12 +95,19 @@ def test_train_shows_raytrains_lines_and_the_users_not_rays(raytrain_cli, tmp_pa
     loud = raytrain_cli("--verbose", "train", str(config))
     assert loud.returncode == 0, loud.stderr[-3000:]
     assert "Token authentication is enabled" in loud.stderr and "RLModule(config=" in loud.stderr
+    assert "has constructor arguments in the object store" in loud.stderr
     assert "ray.log" not in loud.stderr
 
 
 def test_tune_shows_raytrains_lines_and_trial_output_with_its_prefix(raytrain_cli, tmp_path):
     """PBT without reuse_actors (Tune's warning about it), two trials in their own actors (RLlib's and Tune's messages there)."""
-    (tmp_path / "base.yaml").write_text(_base(stop=2, env_runners=0))
+    # Each trial samples in its own actor (the env's print then carries the trial's prefix) and starts an
+    # evaluation env runner actor (a quarter of a CPU, so that both trials fit at once): Ray's core worker
+    # notes each such actor in the trial's stream, which must stay off the terminal too.
+    (tmp_path / "base.yaml").write_text(
+        _base(stop=2, env_runners=0, env_runner_cpus=0.25)
+        + "evaluation: {evaluation_interval: 2, evaluation_num_env_runners: 1, evaluation_duration: 1}\n"
+    )
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
         "name: quiet_sweep\nbase: base.yaml\n"

@@ -2,6 +2,7 @@
 
 import io
 import logging
+import os
 import warnings
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def test_rays_log_records_below_error_and_its_warnings_go_to_the_log_others_stay
     assert "a real failure" not in log and "a real failure" in console.getvalue()
     assert "Install gputil" not in console.getvalue()
     assert [str(w.message) for w in messages.shown] == ["the user's own warning"]
-    assert quiet.worker_runtime_env() == {"env_vars": {"RAY_LOGGER_LEVEL": "error"}}
+    assert quiet.worker_runtime_env() == {"env_vars": {"RAY_LOGGER_LEVEL": "error", quiet.QUIET_WORKER: "1"}}
 
 
 def test_closed_messages_give_ray_its_console_back(messages, console):
@@ -87,3 +88,51 @@ def test_verbose_changes_nothing(monkeypatch):
     import os
 
     assert "RAY_AIR_NEW_OUTPUT" not in os.environ
+
+
+# What Ray 2.60's core worker prints (at ERROR) for each env runner actor RLlib starts.
+NATIVE = (b"[2026-11-26 14:58:21,999 E 6070 6070] core_worker.cc:2465: Actor with class name: 'SingleAgentEnvRunner' "
+          b"and ID: '75694eab' has constructor arguments in the object store and max_restarts > 0.\n")
+NATIVE_WARNING = b"[2026-11-26 14:58:22,001 W 6070 6107] gcs_client.cc:12: a native warning\n"
+FATAL = b"[2026-11-26 14:58:22,002 F 6070 6070] core_worker.cc:99: Check failed: something\n"
+
+
+def _build_prints(*lines: bytes) -> None:
+    """What a build does to this process's stderr: Ray's C++ code and Python both write to descriptor 2."""
+    for line in lines:
+        os.write(2, line)
+
+
+def test_rays_native_lines_of_a_build_go_to_the_log_and_everything_else_is_shown_in_order(messages, tmp_path, capfd):
+    messages.log_to(tmp_path)
+    _build_prints(b"before\n")
+    with quiet.native_lines_to_log():
+        _build_prints(b"the user's env says hello\n", NATIVE, NATIVE_WARNING, FATAL, b"and goodbye\n")
+    _build_prints(b"after\n")
+    err = capfd.readouterr().err
+    assert err == "before\nthe user's env says hello\n" + FATAL.decode() + "and goodbye\nafter\n"
+    assert (tmp_path / "ray.log").read_text() == (NATIVE + NATIVE_WARNING).decode()
+
+
+def test_a_build_that_fails_shows_every_line_rays_too(messages, tmp_path, capfd):
+    messages.log_to(tmp_path)
+    with pytest.raises(RuntimeError), quiet.native_lines_to_log():
+        _build_prints(b"the user's env says hello\n", NATIVE)
+        raise RuntimeError("the build failed")
+    assert capfd.readouterr().err == "the user's env says hello\n" + NATIVE.decode()
+    assert not (tmp_path / "ray.log").exists()
+
+
+def test_in_a_quiet_jobs_worker_native_lines_leave_the_stream_only(monkeypatch, capfd):
+    assert quiet._divert.messages is None
+    monkeypatch.setenv(quiet.QUIET_WORKER, "1")
+    with quiet.native_lines_to_log():
+        _build_prints(NATIVE, b"a trial's own line\n")
+    assert capfd.readouterr().err == "a trial's own line\n"
+
+
+def test_without_quiet_native_lines_are_shown_as_they_come(capfd):
+    assert quiet._divert.messages is None and quiet.QUIET_WORKER not in os.environ
+    with quiet.native_lines_to_log():
+        _build_prints(NATIVE)
+        assert capfd.readouterr().err == NATIVE.decode()  # not held back until the end
