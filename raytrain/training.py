@@ -58,7 +58,14 @@ def trial_bundles(cfg: RaytrainConfig) -> list[dict[str, float]]:
     from raytrain.rllib.translate import build_ppo_config
 
     # RaytrainPPO (a sweep's trainable) asks for exactly this: it only turns its trial config into this PPOConfig.
-    request = PPO.default_resource_request(build_ppo_config(cfg))
+    try:
+        request = PPO.default_resource_request(build_ppo_config(cfg))
+    except ValueError as exc:
+        # Ray's PlacementGroupFactory refuses a main bundle that reserves nothing when no actor bundle
+        # follows (no CPU for the main process and its learner, no env runner): that is the one bundle.
+        if "empty head and zero worker bundles" in str(exc):
+            return [{}]
+        raise
     assert isinstance(request, PlacementGroupFactory)  # Algorithm annotates Resources too; it returns only this
     return list(request.bundles)
 

@@ -86,11 +86,12 @@ def check(loaded: LoadedSweep, plan_: Plan) -> None:
     """Every check of a sweep that needs no Ray runtime and writes nothing; raises ConfigError.
 
     RLlib's own `PPOConfig.validate()` of the base config and of the trial configs at the ends of every
-    searched range, then the Tune objects that can be built without Ray (search domains, scheduler,
-    searcher but for Optuna's storage, TuneConfig, CheckpointConfig, FailureConfig). `tune` and
+    searched range, a trial's placement group (every bundle reserves something), then the Tune objects that
+    can be built without Ray (search domains, scheduler, searcher but for Optuna's storage, TuneConfig,
+    CheckpointConfig, FailureConfig). `tune` and
     `tune --dry-run` both run it before Ray starts and before the experiment folder is made.
     """
-    issues = _rllib_issues(loaded) or _tune_issues(loaded, plan_)
+    issues = _rllib_issues(loaded) or _placement_issues(loaded) or _tune_issues(loaded, plan_)
     if issues:
         raise ConfigError(issues)
 
@@ -105,15 +106,42 @@ def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:
     from raytrain.training import TRIAL_ACTORS, local_ray, too_few_cpus, trial_bundles
 
     cfg = loaded.base.config
-
-    def where(key: str) -> str | None:
-        if key in loaded.sweep.set:
-            return loaded.source.where(("set", key))
-        return loaded.base.source.where(tuple(key.split(".")))
-
-    error = too_few_cpus(trial_bundles(cfg), cfg, where, TRIAL_ACTORS, ray or local_ray())
+    error = too_few_cpus(trial_bundles(cfg), cfg, lambda key: _where(loaded, key), TRIAL_ACTORS, ray or local_ray())
     if error is not None:
         raise error
+
+
+def _where(loaded: LoadedSweep, key: str) -> str | None:
+    """Where a dotted key of a trial's base config is written: the sweep's `set:`, else the base config."""
+    if key in loaded.sweep.set:
+        return loaded.source.where(("set", key))
+    return loaded.base.source.where(tuple(key.split(".")))
+
+
+def _placement_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
+    """Tune places each trial's actors in a placement group of RLlib's bundles, and Ray refuses a bundle that
+    reserves nothing: an actor given 0 CPUs and no GPU or custom resource (`raytrain train`, which places no
+    group, runs it). Tune's controller then failed on its own cleanup with a KeyError."""
+    from raytrain.rllib.translate import build_ppo_config
+    from raytrain.training import trial_bundles
+
+    cfg = loaded.base.config
+    bundles = trial_bundles(cfg)
+    first_learner = len(bundles) - build_ppo_config(cfg).num_learners
+    issues: dict[str, ConfigIssue] = {}
+    for i, bundle in enumerate(bundles):
+        if any(amount > 0 for amount in bundle.values()):
+            continue
+        if i == 0:
+            key, actor = "resources.num_cpus_for_main_process", "the trial's main process (with its local learner)"
+        elif i >= first_learner:
+            key, actor = "learners.num_cpus_per_learner", "each learner actor"
+        else:
+            key, actor = "env_runners.num_cpus_per_env_runner", "each env runner actor"
+        issues.setdefault(key, ConfigIssue(_where(loaded, key), key, (
+            f"{actor} reserves no CPU, GPU or custom resource, and Ray refuses such a bundle in a trial's placement "
+            "group: give it a share of a CPU (such as 0.1)")))
+    return list(issues.values())
 
 
 def _rllib_problem(cfg: RaytrainConfig) -> str | None:

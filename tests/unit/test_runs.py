@@ -135,6 +135,19 @@ def test_more_actors_than_a_local_ray_has_cpus_exit_2_before_ray(tmp_path, monke
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]
 
 
+def test_a_main_process_that_reserves_no_cpu_passes_the_checks(tmp_path):
+    """`train` places no placement group: with no CPU for the main process and no actor, the CPU check has
+    nothing to count (Ray's PlacementGroupFactory refuses to describe such a trial: it raised a ValueError)."""
+    from raytrain.config.load import load_config
+    from raytrain.training import RayCpus, check_train_cpus, trial_bundles
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY.format(storage=tmp_path / "results"))
+    loaded = load_config(config, ["resources.num_cpus_for_main_process=0", "learners.num_cpus_per_learner=0"])
+    assert trial_bundles(loaded.config) == [{}]
+    check_train_cpus(loaded.config, loaded.source, RayCpus("a local Ray on this machine", 1))
+
+
 def test_the_local_cpu_check_points_at_the_field_in_the_file(tmp_path):
     from raytrain.config.load import load_config
     from raytrain.training import RayCpus, check_train_cpus

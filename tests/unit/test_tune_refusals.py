@@ -98,6 +98,18 @@ BAD_SWEEPS = [
         "sweep.yaml:5: space.training.lr: Ray Tune rejects it: Your lower variable bound 0.001 is not divisible",
         id="tune-rejects-a-domain",
     ),
+    pytest.param(
+        # Ray refuses an empty bundle in a placement group; Tune's controller then failed with a KeyError.
+        "name: zero\nset: {env_runners.num_env_runners: 1, env_runners.num_cpus_per_env_runner: 0}\n",
+        "sweep.yaml:4: env_runners.num_cpus_per_env_runner: each env runner actor reserves no CPU, GPU or custom "
+        "resource, and Ray refuses such a bundle in a trial's placement group: give it a share of a CPU (such as 0.1)",
+        id="env-runner-reserves-nothing",
+    ),
+    pytest.param(
+        "name: zero_main\nset: {resources.num_cpus_for_main_process: 0, learners.num_cpus_per_learner: 0}\n",
+        "resources.num_cpus_for_main_process: the trial's main process (with its local learner) reserves no CPU",
+        id="main-process-reserves-nothing",
+    ),
 ]
 
 
