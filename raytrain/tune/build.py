@@ -100,15 +100,33 @@ def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:
     """Before Ray starts: one trial's placement group (its main process and learner, its env runners; what
     RLlib asks Tune for) must fit `ray`'s CPUs (by default a local Ray's), or no trial would ever start.
 
+    So must the trial of each end of a searched range (`num_env_runners` searched up to 8 on 2 CPUs: the
+    trials that fit would run and the sweep would then wait forever for the others).
+
     Raises:
-        ConfigError: at the field to lower, in the sweep's `set:` or in the base config; exit 2.
+        ConfigError: at the field to lower, in the sweep's `set:` or in the base config, or at the searched
+            range; exit 2.
     """
+    from raytrain.config.load import load_source
+    from raytrain.config.sweep_load import sample_values, searched, trial_source
     from raytrain.training import TRIAL_ACTORS, local_ray, too_few_cpus, trial_bundles
 
+    ray = ray or local_ray()
     cfg = loaded.base.config
-    error = too_few_cpus(trial_bundles(cfg), cfg, lambda key: _where(loaded, key), TRIAL_ACTORS, ray or local_ray())
+    error = too_few_cpus(trial_bundles(cfg), cfg, lambda key: _where(loaded, key), TRIAL_ACTORS, ray)
     if error is not None:
         raise error
+    issues = []
+    for key_path, dist in searched(loaded.sweep):
+        for value in sample_values(dist):
+            trial = load_source(trial_source(loaded.base.source, {key_path[-1]: value})).config
+            error = too_few_cpus(trial_bundles(trial), trial, lambda key: None, TRIAL_ACTORS, ray)
+            if error is not None:
+                issues.append(ConfigIssue(loaded.source.where(key_path), ".".join(key_path),
+                                          f"with {key_path[-1]} = {value!r} {error.issues[0].message}"))
+                break
+    if issues:
+        raise ConfigError(issues)
 
 
 def _where(loaded: LoadedSweep, key: str) -> str | None:
@@ -121,14 +139,33 @@ def _where(loaded: LoadedSweep, key: str) -> str | None:
 def _placement_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
     """Tune places each trial's actors in a placement group of RLlib's bundles, and Ray refuses a bundle that
     reserves nothing: an actor given 0 CPUs and no GPU or custom resource (`raytrain train`, which places no
-    group, runs it). Tune's controller then failed on its own cleanup with a KeyError."""
+    group, runs it). Tune's controller then failed on its own cleanup with a KeyError. The base config, else
+    the first such value of each searched range."""
+    from raytrain.config.load import load_source
+    from raytrain.config.sweep_load import sample_values, searched, trial_source
+
+    issues = [ConfigIssue(_where(loaded, key), key, f"{problem}: give it a share of a CPU (such as 0.1)")
+              for key, problem in _empty_bundles(loaded.base.config)]
+    if issues:
+        return issues
+    for key_path, dist in searched(loaded.sweep):
+        for value in sample_values(dist):
+            found = _empty_bundles(load_source(trial_source(loaded.base.source, {key_path[-1]: value})).config)
+            if found:
+                issues.append(ConfigIssue(loaded.source.where(key_path), ".".join(key_path),
+                                          f"with {key_path[-1]} = {value!r} {found[0][1]}"))
+                break
+    return issues
+
+
+def _empty_bundles(cfg: RaytrainConfig) -> list[tuple[str, str]]:
+    """(the field, what is wrong) for each kind of a trial's actors whose bundle reserves nothing."""
     from raytrain.rllib.translate import build_ppo_config
     from raytrain.training import trial_bundles
 
-    cfg = loaded.base.config
     bundles = trial_bundles(cfg)
     first_learner = len(bundles) - build_ppo_config(cfg).num_learners
-    issues: dict[str, ConfigIssue] = {}
+    found: dict[str, str] = {}
     for i, bundle in enumerate(bundles):
         if any(amount > 0 for amount in bundle.values()):
             continue
@@ -138,10 +175,9 @@ def _placement_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
             key, actor = "learners.num_cpus_per_learner", "each learner actor"
         else:
             key, actor = "env_runners.num_cpus_per_env_runner", "each env runner actor"
-        issues.setdefault(key, ConfigIssue(_where(loaded, key), key, (
-            f"{actor} reserves no CPU, GPU or custom resource, and Ray refuses such a bundle in a trial's placement "
-            "group: give it a share of a CPU (such as 0.1)")))
-    return list(issues.values())
+        found.setdefault(key, f"{actor} reserves no CPU, GPU or custom resource, and Ray refuses such a bundle in "
+                              "a trial's placement group")
+    return list(found.items())
 
 
 def _rllib_problem(cfg: RaytrainConfig) -> str | None:

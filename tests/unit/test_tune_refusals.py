@@ -110,6 +110,20 @@ BAD_SWEEPS = [
         "resources.num_cpus_for_main_process: the trial's main process (with its local learner) reserves no CPU",
         id="main-process-reserves-nothing",
     ),
+    pytest.param(
+        "name: zero_trial\nset: {env_runners.num_env_runners: 1}\n"
+        "space: {env_runners.num_cpus_per_env_runner: {distribution: choice, values: [0.5, 0]}}\n",
+        "sweep.yaml:5: space.env_runners.num_cpus_per_env_runner: with env_runners.num_cpus_per_env_runner = 0 each "
+        "env runner actor reserves no CPU",
+        id="a-searched-value-reserves-nothing",
+    ),
+    pytest.param(
+        # The trials that fit would run, and the sweep would then wait forever for the others.
+        "name: big_trial\nspace: {env_runners.num_env_runners: {distribution: choice, values: [0, 1000]}}\n",
+        "sweep.yaml:4: space.env_runners.num_env_runners: with env_runners.num_env_runners = 1000 each trial's "
+        "actors (main process and learner, env runners) reserve 1001 CPUs, but a local Ray on this machine has",
+        id="a-searched-value-larger-than-the-local-ray",
+    ),
 ]
 
 
