@@ -107,8 +107,6 @@ def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:
         ConfigError: at the field to lower, in the sweep's `set:` or in the base config, or at the searched
             range; exit 2.
     """
-    from raytrain.config.load import load_source
-    from raytrain.config.sweep_load import sample_values, searched, trial_source
     from raytrain.training import TRIAL_ACTORS, local_ray, too_few_cpus, trial_bundles
 
     ray = ray or local_ray()
@@ -116,15 +114,12 @@ def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:
     error = too_few_cpus(trial_bundles(cfg), cfg, lambda key: _where(loaded, key), TRIAL_ACTORS, ray)
     if error is not None:
         raise error
-    issues = []
-    for key_path, dist in searched(loaded.sweep):
-        for value in sample_values(dist):
-            trial = load_source(trial_source(loaded.base.source, {key_path[-1]: value})).config
-            error = too_few_cpus(trial_bundles(trial), trial, lambda key: None, TRIAL_ACTORS, ray)
-            if error is not None:
-                issues.append(ConfigIssue(loaded.source.where(key_path), ".".join(key_path),
-                                          f"with {key_path[-1]} = {value!r} {error.issues[0].message}"))
-                break
+
+    def too_large(trial: RaytrainConfig) -> str | None:
+        error = too_few_cpus(trial_bundles(trial), trial, lambda key: None, TRIAL_ACTORS, ray)
+        return None if error is None else error.issues[0].message
+
+    issues = _searched_trials_rejected(loaded, too_large)
     if issues:
         raise ConfigError(issues)
 
@@ -141,19 +136,24 @@ def _placement_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
     reserves nothing: an actor given 0 CPUs and no GPU or custom resource (`raytrain train`, which places no
     group, runs it). Tune's controller then failed on its own cleanup with a KeyError. The base config, else
     the first such value of each searched range."""
+    advice = ": give it a share of a CPU (such as 0.1)"
+    issues = [ConfigIssue(_where(loaded, key), key, problem + advice) for key, problem in _empty_bundles(loaded.base.config)]
+    return issues or _searched_trials_rejected(
+        loaded, lambda trial: next((problem + advice for _, problem in _empty_bundles(trial)), None))
+
+
+def _searched_trials_rejected(loaded: LoadedSweep, problem: Callable[[RaytrainConfig], str | None]) -> list[ConfigIssue]:
+    """For each searched range, the first end whose trial config `problem` finds wrong, at the range."""
     from raytrain.config.load import load_source
     from raytrain.config.sweep_load import sample_values, searched, trial_source
 
-    issues = [ConfigIssue(_where(loaded, key), key, f"{problem}: give it a share of a CPU (such as 0.1)")
-              for key, problem in _empty_bundles(loaded.base.config)]
-    if issues:
-        return issues
+    issues = []
     for key_path, dist in searched(loaded.sweep):
         for value in sample_values(dist):
-            found = _empty_bundles(load_source(trial_source(loaded.base.source, {key_path[-1]: value})).config)
+            found = problem(load_source(trial_source(loaded.base.source, {key_path[-1]: value})).config)
             if found:
                 issues.append(ConfigIssue(loaded.source.where(key_path), ".".join(key_path),
-                                          f"with {key_path[-1]} = {value!r} {found[0][1]}"))
+                                          f"with {key_path[-1]} = {value!r} {found}"))
                 break
     return issues
 
@@ -192,24 +192,16 @@ def _rllib_problem(cfg: RaytrainConfig) -> str | None:
 
 def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
     """What RLlib rejects: the base config, else the first rejected value of each searched range."""
-    from raytrain.config.load import load_source
-    from raytrain.config.sweep_load import sample_values, searched, trial_source
-
     problem = _rllib_problem(loaded.base.config)
     if problem:
         what = "the train config" if loaded.sweep.base is None else f"the base config {loaded.base.source.file}"
         return [ConfigIssue(loaded.source.file, "", f"RLlib rejects {what} (with the sweep's `set:` and `stop:`): {problem}")]
-    issues = []
-    for key_path, dist in searched(loaded.sweep):
-        for value in sample_values(dist):
-            problem = _rllib_problem(load_source(trial_source(loaded.base.source, {key_path[-1]: value})).config)
-            if problem:
-                issues.append(ConfigIssue(
-                    loaded.source.where(key_path), ".".join(key_path),
-                    f"with {key_path[-1]} = {value!r} RLlib rejects a trial's config: {problem}",
-                ))
-                break
-    return issues
+
+    def rejected(trial: RaytrainConfig) -> str | None:
+        found = _rllib_problem(trial)
+        return None if found is None else f"RLlib rejects a trial's config: {found}"
+
+    return _searched_trials_rejected(loaded, rejected)
 
 
 def _tune_issues(loaded: LoadedSweep, plan_: Plan) -> list[ConfigIssue]:
