@@ -210,13 +210,11 @@ def native_lines_to_log() -> Iterator[None]:
                 sys.stderr.flush()
                 os.dup2(saved, 2)
                 captured.seek(0)
-                shown = []
-                for line in captured.read().splitlines(keepends=True):
-                    if not failed and NATIVE_LINE.match(line):
-                        if messages is not None:
-                            messages.write(line.decode("utf-8", "replace"))
-                    else:
-                        shown.append(line)
+                lines = captured.read().splitlines(keepends=True)
+                native = [] if failed else [line for line in lines if NATIVE_LINE.match(line)]
+                shown = lines if failed else [line for line in lines if not NATIVE_LINE.match(line)]
+                if native and messages is not None:  # in a worker, Ray's own log files keep them
+                    messages.write(b"".join(native).decode("utf-8", "replace"))
                 with open(2, "wb", closefd=False) as stderr:
                     stderr.write(b"".join(shown))
     finally:
