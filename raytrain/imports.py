@@ -3,24 +3,56 @@
 The one place raytrain imports what a user names: an env class, a PBT explore function, the module
 of a `raytrain run` pipeline, and its own callbacks and connectors by path. Callers turn the errors
 into their own messages.
+
+The current directory is importable, first, as in every worker of the Ray this process starts or joins:
+Ray puts the driver's current directory first on each worker's `sys.path` (`ray._private.worker`, "Also add
+the current directory"). So `env: myenvs:Walk` with `myenvs.py` beside you works in `raytrain train` as it
+does in `python -m raytrain train`, and the env the checks import is the one the env runners will build.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 
 def import_module(name: str) -> ModuleType:
-    """The module `name` (`"pkg.module"`), imported.
+    """The module `name` (`"pkg.module"`), imported, the current directory first on the path.
 
     Raises:
-        ModuleNotFoundError: no such module (its `name` says which one of the dotted parts is missing).
+        ModuleNotFoundError: no such module (its `name` says which one of the dotted parts is missing; when
+            that is the first part, the message says where Python looked and what to do).
         ImportError: the module, or one it imports, failed to import.
         ValueError: an empty name.
     """
-    return importlib.import_module(name)
+    cwd = working_directory_importable()
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        top = name.partition(".")[0]
+        if exc.name != top or cwd is None:
+            raise
+        raise ModuleNotFoundError(
+            f"{exc} (looked in the current directory {cwd} and on the path of {sys.executable}): run raytrain "
+            f"from the folder that holds {top}.py or the package {top}/, or install it into that Python",
+            name=exc.name,
+        ) from None
+
+
+def working_directory_importable() -> str | None:
+    """Put the current directory first on `sys.path` unless it is there already; return it (None: it is gone)."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    return cwd
 
 
 def resolve_import(path: str) -> Any:
@@ -36,3 +68,52 @@ def resolve_import(path: str) -> Any:
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def working_directory_modules(import_paths: Iterable[str]) -> list[Path]:
+    """The modules of the current directory that code named by `import_paths` needs, as files and package folders.
+
+    What a driver that runs elsewhere, in a folder of its own (a sweep submitted as a Ray Job), must take
+    along: each named module's top-level module when it lies in the current directory (`name.py`, or the
+    package folder `name/` whole), and, read from their source, the other modules of that directory they
+    import, and theirs. Never raytrain itself (a clone of it as the current directory): the job's Python
+    has its own.
+    """
+    try:
+        cwd = Path.cwd()
+    except OSError:
+        return []
+    found: dict[str, Path] = {}
+    todo = [path.partition(":")[0].partition(".")[0] for path in import_paths]
+    while todo:
+        name = todo.pop()
+        if name in found or name == "raytrain":
+            continue
+        if (cwd / name / "__init__.py").is_file():
+            found[name] = cwd / name
+            sources = sorted((cwd / name).rglob("*.py"))
+        elif (cwd / f"{name}.py").is_file():
+            found[name] = cwd / f"{name}.py"
+            sources = [found[name]]
+        else:
+            continue
+        for source in sources:
+            todo.extend(_imported_names(source))
+    return list(found.values())
+
+
+def _imported_names(source: Path) -> set[str]:
+    """The top-level module names a Python file imports absolutely (`import a.b`, `from a import b`)."""
+    import ast
+
+    try:
+        tree = ast.parse(source.read_bytes(), str(source))
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.partition(".")[0])
+    return names

@@ -155,11 +155,24 @@ def _submit(file: Path, set_: list[str] | None, cluster: Path | None, name: str 
 
     check(loaded, plan(loaded))
     if dry_run:
+        from raytrain.imports import working_directory_modules
+
         out.print(yaml.safe_dump(jobs.job_sweep(loaded), sort_keys=False).rstrip(), markup=False)
         out.print(f"# would run on the head of {cfg.name}: {cfg.python_path} -m raytrain tune {jobs.SWEEP_FILE}", markup=False)
+        if shipped := working_directory_modules(jobs.user_import_paths(loaded)):
+            out.print(f"# would take along from {Path.cwd()}: {', '.join(p.name for p in shipped)}", markup=False)
         return
-    job_id = jobs.submit(cfg, loaded)
+    from raytrain.quiet import quiet_ray
+
+    messages = quiet_ray()  # Ray's job client logs its upload at INFO; the job's own log is on the cluster
+    try:
+        job_id, shipped_names = jobs.submit(cfg, loaded)
+    finally:
+        if messages is not None:
+            messages.close()
     err.print(f"submitted sweep {loaded.name} to cluster {cfg.name} as job {job_id}", markup=False)
+    if shipped_names:
+        err.print(f"  took along from {Path.cwd()}: {', '.join(shipped_names)} (the sweep's own code: the job runs in a folder of its own)", markup=False)
     err.print(f"  follow:  raytrain tune logs {job_id} --cluster {cluster}", markup=False)
     err.print(f"  status:  raytrain tune status {job_id} --cluster {cluster}", markup=False)
     err.print(f"  stop:    raytrain tune stop {job_id} --cluster {cluster}", markup=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -80,23 +81,54 @@ def job_sweep(loaded: LoadedSweep) -> dict[str, Any]:
     return data
 
 
-def submit(cfg: ClusterConfig, loaded: LoadedSweep) -> str:
-    """Submit the sweep as a Ray Job whose driver runs `raytrain tune` on the head; return its id."""
+def user_import_paths(loaded: LoadedSweep) -> list[str]:
+    """The user's code the sweep names by import path: the env's class and PBT's explore function."""
+    paths = [loaded.base.config.environment.env]
+    if loaded.sweep.pbt is not None and loaded.sweep.pbt.custom_explore_fn:
+        paths.append(loaded.sweep.pbt.custom_explore_fn)
+    return [p for p in paths if ":" in p]
+
+
+def write_job_folder(folder: Path, loaded: LoadedSweep) -> list[str]:
+    """The job's working directory: the sweep file, and the user's modules from the current directory.
+
+    Ray unpacks it on the head as the driver's current directory and puts it on every worker's path, as
+    the current directory is for a sweep started here. Returns the names of the modules taken along.
+    """
+    from raytrain.imports import working_directory_modules
+
+    (folder / SWEEP_FILE).write_text(
+        f"# raytrain tune --submit: the sweep {loaded.name}, base config embedded\n"
+        + yaml.safe_dump(job_sweep(loaded), sort_keys=False)
+    )
+    shipped = []
+    for module in working_directory_modules(user_import_paths(loaded)):
+        if module.is_dir():
+            shutil.copytree(module, folder / module.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(module, folder / module.name)
+        shipped.append(module.name)
+    return shipped
+
+
+def submit(cfg: ClusterConfig, loaded: LoadedSweep) -> tuple[str, list[str]]:
+    """Submit the sweep as a Ray Job whose driver runs `raytrain tune` on the head.
+
+    Returns its id and the user's modules the job took along from the current directory.
+    """
     job_id = submission_id(loaded.name)
     with tempfile.TemporaryDirectory(prefix="raytrain-job-") as folder:
-        Path(folder, SWEEP_FILE).write_text(
-            f"# raytrain tune --submit: the sweep {loaded.name}, base config embedded\n"
-            + yaml.safe_dump(job_sweep(loaded), sort_keys=False)
-        )
+        shipped = write_job_folder(Path(folder), loaded)
         entrypoint = f"{shlex.quote(cfg.python_path)} -m raytrain tune {SWEEP_FILE}"
         with client(cfg) as jobs:
             try:
-                return jobs.submit_job(
+                submitted = jobs.submit_job(
                     entrypoint=entrypoint,
                     submission_id=job_id,
                     runtime_env={"working_dir": folder},
                     metadata={"raytrain_sweep": loaded.name, "experiment_dir": str(loaded.experiment_dir)},
                 )
+                return submitted, shipped
             except RuntimeError as e:
                 raise SweepError(f"the head refused the job: {e}") from None
 

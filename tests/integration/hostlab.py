@@ -48,11 +48,11 @@ CLEAN_ENV = "env " + " ".join(f"-u {k}" for k in os.environ if k.startswith("RAY
 """Prefix for commands on a lab host: none of this machine's RAY_* settings leak into them."""
 
 
-def raytrain(*args, timeout=300) -> subprocess.CompletedProcess:
+def raytrain(*args, timeout=300, cwd=ROOT) -> subprocess.CompletedProcess:
     """`python -m raytrain ARGS` from this machine (the "laptop"), without this machine's RAY_* settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=ROOT)
+                          env=env, cwd=cwd)
 
 
 def can_create_namespaces() -> str | None:

@@ -216,22 +216,44 @@ def test_a_worker_host_powered_off_mid_sweep(lab, nfs, cluster, tmp_path):
     assert lab.ip["w2"] in used
 
 
+LAB_ENV = """
+from gymnasium.envs.classic_control import CartPoleEnv
+
+from lab_helpers import POLE
+
+
+class LabCartPole(CartPoleEnv):
+    def __init__(self, config=None):
+        super().__init__()
+        self.length = POLE
+"""
+
+
 def test_a_submitted_sweep_is_followed_and_stopped(lab, nfs, cluster, tmp_path):
-    """From this machine (not a node): submit as a Ray Job, see it by name, follow its logs, stop it."""
+    """From this machine (not a node): submit as a Ray Job, see it by name, follow its logs, stop it.
+
+    Its env is the user's own, in the folder the sweep is submitted from (the module and a helper it
+    imports), which is on no host: the job takes them along, for its driver and its trials."""
     sweep = sweep_file(tmp_path, lab, (
         "name: submitted\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n"
         "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\n"
     ), stop=2000)
-    submit = raytrain("tune", str(sweep), "--cluster", str(cluster), "--submit")
+    (tmp_path / "lab_env.py").write_text(LAB_ENV)
+    (tmp_path / "lab_helpers.py").write_text("POLE = 0.5\n")
+    base = tmp_path / "base.yaml"
+    base.write_text(base.read_text().replace("env: CartPole-v1", "env: 'lab_env:LabCartPole'"))
+    submit = raytrain("tune", str(sweep), "--cluster", str(cluster), "--submit", cwd=tmp_path)
     assert submit.returncode == 0, submit.stderr[-3000:]
     job_id = submit.stdout.strip().splitlines()[-1]
     assert job_id.startswith("raytrain-tune-submitted-")
     assert f"raytrain tune logs {job_id}" in submit.stderr
+    assert "Uploading package" not in submit.stderr  # Ray's job client's INFO line stays off the terminal
     exp = on_server(nfs) / "sweeps" / "submitted"
     deadline = time.time() + 240
     while time.time() < deadline and len([p for p in exp.glob("submitted_*") if rows(p)]) < 2:
         time.sleep(1)
     assert len([p for p in exp.glob("submitted_*") if rows(p)]) == 2, raytrain("tune", "logs", job_id, "--cluster", str(cluster), "--no-follow").stdout[-3000:]
+    assert f"took along from {tmp_path}: lab_env.py, lab_helpers.py" in submit.stderr
 
     status = json.loads(raytrain("tune", "status", job_id, "--cluster", str(cluster), "--json").stdout)
     assert status["status"] == "RUNNING" and status["metadata"]["raytrain_sweep"] == "submitted"

@@ -3,11 +3,15 @@
 Real `raytrain train` and `raytrain tune` processes, each starting its own local Ray, on an env of the
 test's own that prints a line and raises a UserWarning on its first reset: the user's output and warnings
 still reach the terminal (a trial's with its `RaytrainPPO(<trial>)` prefix), Ray's own messages do not.
+They run as a newcomer runs them: the installed `raytrain` command, in the folder that holds the env's
+module (`chatty_env.py`), with no PYTHONPATH: the driver's checks, its env runner actor and the trials all
+import it from there.
 """
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,12 +65,11 @@ def _base(stop: int, env_runners: int, env_runner_cpus: float = 1) -> str:
 @pytest.fixture
 def raytrain_cli(tmp_path):
     (tmp_path / "chatty_env.py").write_text(CHATTY_ENV)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "RAYTRAIN_", "TUNE_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "RAYTRAIN_", "TUNE_", "PYTHONPATH"))}
+    raytrain = Path(sys.executable).with_name("raytrain")  # the console script pip installed beside this Python
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, env=env,
-                              cwd=tmp_path, timeout=300)
+        return subprocess.run([str(raytrain), *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
 
     return run
 

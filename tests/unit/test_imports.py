@@ -1,0 +1,145 @@
+"""raytrain.imports: the user's modules are found in the current directory, as Ray's workers find them."""
+
+import sys
+
+import pytest
+
+from raytrain.imports import import_module, resolve_import
+
+
+@pytest.fixture
+def clean_path(monkeypatch, tmp_path):
+    """sys.path as it is, restored afterwards; the test's own modules (from tmp_path) are forgotten."""
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("",)])
+    yield
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
+
+
+def test_a_module_beside_the_user_is_imported_from_the_current_directory(tmp_path, monkeypatch, clean_path):
+    (tmp_path / "walk_envs_here.py").write_text("class Walk:\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    assert resolve_import("walk_envs_here:Walk").__module__ == "walk_envs_here"
+    # First on the path, as Ray puts the driver's current directory first on every worker's path.
+    assert sys.path[0] == str(tmp_path)
+    import_module("walk_envs_here")
+    assert sys.path.count(str(tmp_path)) == 1
+
+
+def test_a_missing_module_says_where_python_looked_and_what_to_do(tmp_path, monkeypatch, clean_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModuleNotFoundError) as caught:
+        import_module("no_such_envs_here.sub")
+    assert caught.value.name == "no_such_envs_here"
+    text = str(caught.value)
+    assert f"the current directory {tmp_path}" in text and sys.executable in text
+    assert "run raytrain from the folder that holds no_such_envs_here.py or the package no_such_envs_here/" in text
+
+
+def test_a_module_that_fails_on_its_own_import_is_reported_as_it_is(tmp_path, monkeypatch, clean_path):
+    (tmp_path / "needs_more_here.py").write_text("import not_installed_anywhere_here\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModuleNotFoundError) as caught:
+        import_module("needs_more_here")
+    assert caught.value.name == "not_installed_anywhere_here"
+    assert "current directory" not in str(caught.value)
+
+
+LAB_ENV = '''
+from gymnasium.envs.classic_control import CartPoleEnv
+
+from lab_helpers import LENGTH
+
+
+class LabCartPole(CartPoleEnv):
+    def __init__(self, config=None):
+        super().__init__()
+        self.length = LENGTH
+'''
+
+
+def _project(folder):
+    """A user's folder: an env module that imports a helper beside it, a package, a venv, a stray file."""
+    (folder / "lab_env.py").write_text(LAB_ENV)
+    (folder / "lab_helpers.py").write_text("LENGTH = 0.5\n")
+    (folder / "lab_explore").mkdir()
+    (folder / "lab_explore" / "__init__.py").write_text("def explore(overrides):\n    return overrides\n")
+    (folder / "lab_explore" / "__pycache__").mkdir()
+    (folder / "lab_explore" / "__pycache__" / "stale.pyc").write_bytes(b"\0")
+    (folder / "notes.py").write_text("raise SystemExit('never imported')\n")
+
+
+def test_the_modules_a_job_takes_along_are_the_users_from_the_current_directory(tmp_path, monkeypatch, clean_path):
+    from raytrain.imports import working_directory_modules
+
+    _project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    resolve_import("lab_env:LabCartPole")
+    resolve_import("lab_explore:explore")
+    taken = working_directory_modules(["lab_env:LabCartPole", "lab_explore:explore"])
+    # The helper lab_env imports goes too; a file nobody imported does not, nor anything installed.
+    assert sorted(p.name for p in taken) == ["lab_env.py", "lab_explore", "lab_helpers.py"]
+    assert all(p.parent == tmp_path for p in taken)
+    # From another folder, nothing of this one is taken along.
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    monkeypatch.chdir(other)
+    assert working_directory_modules(["lab_env:LabCartPole"]) == []
+
+
+def test_a_venv_or_raytrain_inside_the_current_directory_is_not_taken_along(monkeypatch, clean_path):
+    """Run from a clone of raytrain with its .venv inside: neither raytrain nor an installed package goes."""
+    from pathlib import Path
+
+    import raytrain
+    from raytrain.imports import working_directory_modules
+
+    monkeypatch.chdir(Path(raytrain.__file__).parents[1])
+    assert working_directory_modules(["gymnasium.envs.classic_control:CartPoleEnv", "raytrain.rllib:x"]) == []
+
+
+def test_a_submitted_sweeps_folder_holds_the_sweep_and_the_users_modules(tmp_path, monkeypatch, clean_path):
+    from raytrain.config.sweep_load import load_sweep
+    from raytrain.tune.jobs import SWEEP_FILE, write_job_folder
+
+    _project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "base.yaml").write_text(
+        "environment: {env: 'lab_env:LabCartPole'}\nenv_runners: {num_env_runners: 0}\nstop: {training_iteration: 1}\n"
+    )
+    (tmp_path / "sweep.yaml").write_text(
+        "base: base.yaml\nsearch: {algorithm: pbt, num_samples: 2}\n"
+        "pbt: {perturbation_interval: 1, hyperparam_mutations: {training.lr: {distribution: uniform, low: 0.0001, high: 0.001}},"
+        " custom_explore_fn: 'lab_explore:explore'}\n"
+        f"checkpoint: {{storage_path: {tmp_path / 'results'}}}\n"
+    )
+    loaded = load_sweep(tmp_path / "sweep.yaml", storage="skip")
+    job = tmp_path / "job"
+    job.mkdir()
+    assert sorted(write_job_folder(job, loaded)) == ["lab_env.py", "lab_explore", "lab_helpers.py"]
+    assert sorted(p.name for p in job.iterdir()) == sorted([SWEEP_FILE, "lab_env.py", "lab_explore", "lab_helpers.py"])
+    assert (job / "lab_helpers.py").read_text() == "LENGTH = 0.5\n"
+    assert sorted(p.name for p in (job / "lab_explore").iterdir()) == ["__init__.py"]
+    assert not (tmp_path / "results").exists()
+
+
+def test_submit_dry_run_says_which_modules_it_would_take_along(tmp_path, monkeypatch, clean_path):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    import raytrain
+    from raytrain.cli import app
+
+    _project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "base.yaml").write_text(
+        "environment: {env: 'lab_env:LabCartPole'}\nenv_runners: {num_env_runners: 0}\nstop: {training_iteration: 1}\n"
+    )
+    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n")
+    cluster = Path(raytrain.__file__).parents[1] / "configs" / "cluster.yaml"
+    result = CliRunner().invoke(app, ["tune", "sweep.yaml", "--cluster", str(cluster), "--submit", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert f"# would take along from {tmp_path}: lab_env.py, lab_helpers.py" in result.stdout
+    assert not (tmp_path / "results").exists()
