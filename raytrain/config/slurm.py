@@ -92,7 +92,7 @@ class SlurmConfig(_Section):
     storage_path: AbsolutePath | None = None
     """Absolute path on the shared file system for checkpoints and results (sets the sweep's `checkpoint.storage_path` or the train config's `experiment.storage_path`)."""
     workdir: AbsolutePath | None = None
-    """Absolute path the driver runs in on the head node (default: the experiment folder)."""
+    """Absolute path the driver runs in on the head node (default: the experiment folder); Ray puts it first on every worker's path, so the folder of your env's module (`env: my_envs:Walk`), on shared storage."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the driver and every Ray process."""
     head_port: int = Field(6379, gt=0, lt=65536)

@@ -3,6 +3,7 @@ then sbatch. Nothing is written or submitted when a check fails."""
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,10 +75,39 @@ def _job_ray(cfg: SlurmConfig, slurm_file: Path) -> RayCpus:
                    f"raise nodes or cpus_per_node in {slurm_file}")
 
 
+def _check_workdir(cfg: SlurmConfig, slurm_file: Path, folder: Path, import_paths: list[str]) -> None:
+    """The user's modules that only the current directory holds must be where the job's driver runs.
+
+    The driver runs in `workdir` (default: the job's folder), and Ray puts that first on every worker's path,
+    as the current directory is here. A module found here (raytrain puts the current directory first) and
+    neither in that folder nor installed would fail the job when it starts, after its wait in the queue.
+    """
+    import importlib.machinery
+
+    here = Path.cwd()
+    workdir = Path(cfg.workdir) if cfg.workdir else folder
+    elsewhere = [p for p in sys.path if p not in ("", str(here))]
+    for path in import_paths:
+        name = path.partition(":")[0].partition(".")[0]
+        if not ((here / f"{name}.py").is_file() or (here / name / "__init__.py").is_file()):
+            continue  # installed: the job's Python has it, as every node has raytrain
+        if (workdir / f"{name}.py").is_file() or (workdir / name / "__init__.py").is_file():
+            continue
+        if importlib.machinery.PathFinder.find_spec(name, elsewhere) is not None:
+            continue
+        where = f"in {cfg.workdir} (workdir)" if cfg.workdir else f"in the job's folder {folder} (workdir is not set)"
+        raise UsageError(
+            f"{slurm_file}: workdir: {path} is imported from the current directory {here}, but the job's driver runs "
+            f"{where}, where there is no {name}: set `workdir: {here}` in {slurm_file} (every node must see that "
+            f"folder at that path), or install {name} into the job's Python"
+        )
+
+
 def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submission:
     """Load and check the Slurm file and the sweep (as `raytrain tune` checks it); build the job's script."""
     from raytrain.config.sweep_load import load_sweep
     from raytrain.tune.build import check, check_cpus, plan
+    from raytrain.tune.jobs import user_import_paths
 
     cfg = load_slurm(slurm_file)
     overrides = list(overrides)
@@ -109,6 +139,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
                        "of continuing from its checkpoint on the other nodes (set it to 2, say)")
     check(loaded, plan(loaded))
     check_cpus(loaded, _job_ray(cfg, slurm_file))
+    _check_workdir(cfg, slurm_file, exp, user_import_paths(loaded))
     _check_folder(exp)
     name_override = [f"name={loaded.name}"]
     sets = [w for kv in [*overrides, *name_override] for w in ("--set", kv)]
@@ -182,6 +213,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
     check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file))
+    _check_workdir(cfg, slurm_file, run_dir, [p for p in [loaded.config.environment.env] if ":" in p])
     _check_folder(run_dir)
     sets = [w for kv in overrides for w in ("--set", kv)]
     given = [str(Path(file).resolve())] if file is not None else []

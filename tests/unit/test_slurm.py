@@ -389,3 +389,28 @@ def test_the_script_traps_the_cancel_signal_raytrain_sends():
     assert f"trap on_cancel {CANCEL_SIGNAL}\n" in text
     assert 'scancel "$SLURM_JOB_ID"' in text
 
+
+
+@pytest.mark.parametrize("command", ["tune", "train"])
+def test_an_env_module_only_here_needs_workdir_here(files, command, monkeypatch):
+    """The job's driver runs in workdir (default: the job's folder): an env module that only the current
+    directory holds would fail the job when it starts, so it is refused before sbatch, with the fix."""
+    sweep, slurm, tmp_path = files
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / "lab_walk_env.py").write_text("from gymnasium.envs.classic_control import CartPoleEnv as Walk\n")
+    base = tmp_path / "base.yaml"
+    base.write_text(base.read_text().replace("env: CartPole-v1", "env: 'lab_walk_env:Walk'"))
+    monkeypatch.chdir(here)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p != ""])
+    target = str(sweep if command == "tune" else base)
+    refused = slurm("nodes: 1\n")
+    for dry in ([], ["--dry-run"]):
+        result = runner.invoke(app, [command, target, "--slurm", str(refused), *dry])
+        assert result.exit_code == 2, result.output
+        assert f"{refused}: workdir: lab_walk_env:Walk is imported from the current directory {here}" in result.output
+        assert f"set `workdir: {here}` in {refused}" in result.output
+    assert not (tmp_path / "results").exists()
+    result = runner.invoke(app, [command, target, "--slurm", str(slurm(f"nodes: 1\nworkdir: {here}\n")), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert f"WORKDIR={here}" in result.stdout
