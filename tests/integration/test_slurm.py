@@ -48,8 +48,8 @@ def rows(trial_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def submit(lab: SlurmLab, sweep: Path, slurm: Path) -> tuple[str, str]:
-    res = lab.raytrain("tune", str(sweep), "--slurm", str(slurm))
+def submit(lab: SlurmLab, sweep: Path, slurm: Path, cwd: Path | None = None) -> tuple[str, str]:
+    res = lab.raytrain("tune", str(sweep), "--slurm", str(slurm), cwd=cwd)
     assert res.returncode == 0, res.stderr[-3000:]
     job_id = res.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"\d+", job_id), res.stdout
@@ -85,7 +85,9 @@ def no_ray_left(lab: SlurmLab) -> None:
         assert not left, f"Ray still running on {n}: {left}"
 
 
-def test_pbt_sweep_runs_on_all_three_nodes(lab, sweep):
+def test_pbt_sweep_runs_on_all_three_nodes(lab, sweep, tmp_path):
+    """Its env is the user's own, `pole_env.py` in the folder the sweep is submitted from, which the Slurm
+    file names as the job's workdir: the driver and the trials on every node import it from there."""
     path, slurm, results = sweep(
         "name: pbt\nsearch: {algorithm: pbt, num_samples: 3, seed: 0}\n"
         "space: {training.lr: {distribution: choice, values: [0.0001, 0.001, 0.01]}}\n"
@@ -95,8 +97,12 @@ def test_pbt_sweep_runs_on_all_three_nodes(lab, sweep):
         # Tune would run them all in the first actor that frees up (see test_lab); fresh actors show placement.
         "reuse_actors: false\n",
         stop=4,
+        workdir=str(tmp_path),
     )
-    job_id, said = submit(lab, path, slurm)
+    (tmp_path / "pole_env.py").write_text("from gymnasium.envs.classic_control import CartPoleEnv as Pole\n")
+    base = tmp_path / "base.yaml"
+    base.write_text(base.read_text().replace("env: CartPole-v1", "env: 'pole_env:Pole'"))
+    job_id, said = submit(lab, path, slurm, cwd=tmp_path)
     exp = results / "pbt"
     assert f"raytrain slurm logs {job_id}" in said and f"raytrain slurm status {job_id}" in said
     script = exp / "slurm_job.sh"
