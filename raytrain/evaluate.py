@@ -82,6 +82,12 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         raise UsageError(f"{path}: no trial on its leaderboard has a checkpoint (nothing to evaluate)")
     if not p.exists():
         raise UsageError(f"{path} does not exist")
+    runs = sorted(d.name for d in p.iterdir() if (d / "config.yaml").is_file()) if p.is_dir() else []
+    if runs:
+        # storage_path/<experiment.name>/: every `raytrain train` of that name made a run folder here.
+        raise UsageError(f"{path} holds {len(runs)} run folder{'s' if len(runs) > 1 else ''} of `raytrain train` "
+                         f"({'..., ' if len(runs) > 3 else ''}{', '.join(runs[-3:])}): give one, the latest being "
+                         f"`raytrain eval {Path(path) / runs[-1]}`")
     raise UsageError(f"{path} is not a raytrain checkpoint (no {STATE_FILE}), a sweep trial's checkpoint, nor a run, "
                      "trial or experiment folder with checkpoints")
 

@@ -423,3 +423,20 @@ def test_open_takes_relative_paths(run_dir, monkeypatch):
     assert folder.path == run_dir and folder.path.is_absolute()
     with pytest.raises(UsageError):
         RunFolder.open("tiny")
+
+
+def test_eval_of_the_folder_of_a_train_experiment_names_its_latest_run(run_dir, no_ray_start, monkeypatch):
+    """storage_path/<experiment.name>/ holds a run folder per `raytrain train`: eval asks for one, naming the latest."""
+    experiment = run_dir.parent
+    monkeypatch.chdir(experiment.parent)
+    result = runner.invoke(app, ["eval", "tiny"])
+    assert result.exit_code == 2, result.output
+    assert "tiny holds 1 run folder of `raytrain train` (2026-01-01_00-00-00): give one, the latest being " \
+           "`raytrain eval tiny/2026-01-01_00-00-00`" in " ".join(result.output.split())
+    for stamp in ("2026-01-02_00-00-00", "2026-01-03_00-00-00", "2026-01-04_00-00-00"):
+        (experiment / stamp).mkdir()
+        (experiment / stamp / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    result = runner.invoke(app, ["eval", str(experiment)])
+    assert result.exit_code == 2, result.output
+    assert (f"holds 4 run folders of `raytrain train` (..., 2026-01-02_00-00-00, 2026-01-03_00-00-00, 2026-01-04_00-00-00): "
+            f"give one, the latest being `raytrain eval {experiment / '2026-01-04_00-00-00'}`") in " ".join(result.output.split())
