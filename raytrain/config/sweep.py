@@ -70,7 +70,7 @@ class SweepConfig(Section):
     train: dict[str, Any] | None = None
     """The train config, embedded (same format as `raytrain train` files)."""
     set: dict[str, Any] = Field(default_factory=dict)
-    """Fixed overrides of the base config for every trial ({dotted key: value})."""
+    """Fixed overrides of the base config for every trial ({dotted key: value}); not `stop` (the sweep's own `stop`) nor experiment.name, storage_path and checkpoint settings (the sweep's `name` and `checkpoint`), which a trial does not use."""
     search: SearchConfig = Field(default_factory=SearchConfig)
     """Search algorithm, samples, metric."""
     space: dict[str, Distribution] = Field(default_factory=dict)

@@ -105,11 +105,34 @@ def _flatten(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# The base config's `experiment` keys that a sweep does not use, and the sweep's own key that does it.
+SWEEP_OWNS = {
+    "experiment.name": "name",
+    "experiment.storage_path": "checkpoint.storage_path",
+    "experiment.checkpoint_frequency": "checkpoint.frequency",
+    "experiment.num_to_keep": "checkpoint.num_to_keep",
+    "experiment.checkpoint_at_end": "checkpoint.at_end",
+}
+
+
+def _sweep_owns(key: str) -> str | None:
+    if key in SWEEP_OWNS:
+        return f"is not used by a sweep (its experiment folder and checkpoints are its own): write {SWEEP_OWNS[key]} in the sweep file"
+    return None
+
+
 def check_key(key: str) -> str | None:
     """None if `key` names a searchable raytrain field, else what is wrong with it."""
     parts = key.split(".")
     if key == "experiment.seed" or (parts[:2] == ["environment", "env_config"] and len(parts) > 2):
         return None
+    if parts[0] == "stop":
+        return ("is not a trial setting: a trial stops on the sweep's own top-level `stop:` "
+                f"(`stop: {{{key.partition('.')[2] or 'training_iteration'}: ...}}`), the base config's when it has none")
+    if parts[0] == "experiment":
+        return _sweep_owns(key) or "is not searchable: of `experiment`, a sweep varies only experiment.seed"
+    if key == "environment.env":
+        return "is not a trial setting: a sweep trains the base config's env (vary environment.env_config.<key>)"
     if len(parts) != 2 or parts[0] not in SEARCHABLE_SECTIONS:
         return (
             "is not a searchable key: use a dotted `section.key` with section one of "
@@ -246,7 +269,7 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
         )
     fixed = _flatten(sweep.set)
     for key in fixed:
-        problem = check_key(key) if not key.startswith(("experiment.", "environment.")) else None
+        problem = check_key(key) if not key.startswith(("experiment.", "environment.")) else _sweep_owns(key)
         if problem:
             issue(("set", key), problem)
     base_source = trial_source(base_source, fixed, None)

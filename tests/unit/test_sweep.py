@@ -153,9 +153,11 @@ def test_grid_plan(sweep_file):
 
 
 def test_set_and_stop_override_the_base(sweep_file):
-    path = sweep_file("set: {training.gamma: 0.9, env_runners: {num_envs_per_env_runner: 3}}\nstop: {training_iteration: 9}\n")
+    path = sweep_file("set: {training.gamma: 0.9, env_runners: {num_envs_per_env_runner: 3}, experiment.return_window: 20, "
+                      "experiment.seed: 3}\nstop: {training_iteration: 9}\n")
     cfg = load_sweep(path).base.config
     assert cfg.training.gamma == 0.9 and cfg.env_runners.num_envs_per_env_runner == 3
+    assert cfg.experiment.return_window == 20 and cfg.experiment.seed == 3
     assert cfg.stop == {"training_iteration": 9}
 
 
@@ -185,6 +187,19 @@ def test_embedded_train_config(tmp_path):
         ("space: {training.lr: {distribution: gaussian, mu: 1}}\n", "a distribution needs `distribution:`"),
         ("checkpoint: {storage_path: relative/dir}\n", "checkpoint.storage_path: must be an absolute path"),
         ("searc: {}\n", "searc: unknown key; did you mean 'search'?"),
+        # What a trial does not use is refused with where it goes, not dropped.
+        ("set: {stop.training_iteration: 2}\n", "set.stop.training_iteration: is not a trial setting: a trial stops on "
+         "the sweep's own top-level `stop:` (`stop: {training_iteration: ...}`)"),
+        ("set: {experiment.checkpoint_frequency: 1}\n", "set.experiment.checkpoint_frequency: is not used by a sweep "
+         "(its experiment folder and checkpoints are its own): write checkpoint.frequency in the sweep file"),
+        ("set: {experiment: {num_to_keep: 2}}\n", "write checkpoint.num_to_keep in the sweep file"),
+        ("set: {experiment.checkpoint_at_end: false}\n", "write checkpoint.at_end in the sweep file"),
+        ("set: {experiment.storage_path: /tmp}\n", "write checkpoint.storage_path in the sweep file"),
+        ("set: {experiment.name: x}\n", "set.experiment.name: is not used by a sweep"),
+        ("space: {experiment.return_window: {distribution: choice, values: [10, 20]}}\n",
+         "space.experiment.return_window: is not searchable: of `experiment`, a sweep varies only experiment.seed"),
+        ("space: {environment.env: {distribution: choice, values: [CartPole-v1]}}\n",
+         "space.environment.env: is not a trial setting: a sweep trains the base config's env"),
     ],
 )
 def test_invalid_combinations_are_errors(sweep_file, text, expected):
