@@ -164,6 +164,12 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
             return [ConfigIssue(where, "environment.env", f"module {module_name!r} has no attribute {attr!r}")]
         if not callable(obj):
             return [ConfigIssue(where, "environment.env", f"{env} is not a class or factory")]
+        if (takes := _takes_no_config(obj)) is not None:
+            init = "its __init__" if isinstance(obj, type) else "it"
+            return [ConfigIssue(where, "environment.env", (
+                f"{attr}{takes} cannot be called as {attr}(env_config), which is how RLlib creates the env in every "
+                f"env runner: {init} needs one parameter for it, the others with defaults (e.g. `config=None`; "
+                "environment.env_config arrives there)"))]
         return []
     import gymnasium
 
@@ -179,6 +185,21 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
             f"{env!r} is not a registered Gymnasium id{hint} (a custom env is written 'pkg.module:Class')",
         )
     ]
+
+
+def _takes_no_config(obj: object) -> str | None:
+    """The signature of an env class or factory that cannot be called with RLlib's one argument, else None."""
+    import inspect
+
+    try:
+        signature = inspect.signature(obj)  # type: ignore[arg-type]  # a class: its __init__ without self
+    except (TypeError, ValueError):
+        return None  # no signature to read (a builtin): RLlib's call will tell
+    try:
+        signature.bind({})
+    except TypeError:
+        return str(signature)
+    return None
 
 
 def _check_stop(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:

@@ -62,6 +62,24 @@ def test_custom_env_import_path_checked(write_yaml):
     assert "has no attribute 'NoSuchEnv'" in msg
 
 
+@pytest.mark.parametrize(("source", "shown"), [
+    ("class Walk:\n    def __init__(self):\n        pass\n", "Walk() cannot be called as Walk(env_config)"),
+    ("class Walk:\n    def __init__(self, size, render_mode):\n        pass\n",
+     "Walk(size, render_mode) cannot be called as Walk(env_config)"),
+    ("def Walk():\n    return None\n", "Walk() cannot be called as Walk(env_config)"),
+])
+def test_an_env_that_cannot_take_rllibs_env_config_is_refused_before_ray(write_yaml, tmp_path, monkeypatch, source, shown):
+    """RLlib makes the env as Class(env_config) in every env runner; one that takes no such argument failed
+    there, after Ray started, with a traceback per env runner and an IndexError."""
+    name = f"walk_envs_{abs(hash(source))}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = write_yaml(f"environment:\n  env: '{name}:Walk'\n")
+    (msg,) = errors_of(path)
+    assert msg.startswith(f"{path}:2: environment.env: {shown}, which is how RLlib creates the env in every env runner: ")
+    assert "one parameter for it, the others with defaults (e.g. `config=None`" in msg
+
+
 def test_custom_env_class_accepted(write_yaml):
     cfg = load_config(write_yaml("environment: {env: 'gymnasium.envs.classic_control:CartPoleEnv'}\n")).config
     assert cfg.experiment.name == "ppo_CartPoleEnv"
