@@ -17,6 +17,7 @@ its build fails), and only while they are empty: anything written there stays.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,51 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+    from raytrain.errors import TrainError
+
+
+@contextmanager
+def failed_env_runners() -> Iterator[list[str]]:
+    """Why env runners failed to start while an Algorithm builds, from RLlib's own log of it.
+
+    RLlib restarts failed env runners by default, so a build logs an env runner that could not start (an
+    env whose constructor raises) and goes on without it; with none left, the build then fails somewhere
+    unrelated (`IndexError: list index out of range` while asking the env runners for their spaces). The
+    list this yields gets the last line of each logged error, its exception, in order.
+    """
+    import logging
+
+    found: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = record.getMessage()
+            if text.startswith(FAILED_ENV_RUNNER):
+                lines = [line.strip() for line in ANSI.sub("", text).splitlines() if line.strip()]
+                found.append(lines[-1] if lines else text)
+
+    logger = logging.getLogger("ray.rllib.env.env_runner_group")
+    handler = Catch(logging.ERROR)
+    logger.addHandler(handler)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+
+
+FAILED_ENV_RUNNER = "Validation of EnvRunner failed!"
+"""How RLlib 2.60's EnvRunnerGroup logs an env runner that could not start (`add_workers`)."""
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def no_env_runner_error(failures: list[str]) -> TrainError:
+    from raytrain.errors import TrainError
+
+    return TrainError(
+        f"the env runners could not start, so RLlib could not build the algorithm: {failures[-1]} (the env's "
+        "traceback is printed with the prefix `(SingleAgentEnvRunner pid=...)`)"
+    )
 
 
 @contextmanager
@@ -39,10 +85,13 @@ def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
     scratch: Path | None = None
     try:
         try:
-            with native_lines_to_log():  # the build starts RLlib's actors: Ray's native notes about them
+            # The build starts RLlib's actors: Ray's native notes about them go to the log.
+            with native_lines_to_log(), failed_env_runners() as failures:
                 algo = config.build_algo()
         except BaseException as exc:
             scratch = _scratch_of_failed_build(exc)
+            if failures and isinstance(exc, Exception):
+                raise no_env_runner_error(failures) from exc
             raise
         scratch = Path(algo.logdir)
         try:

@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 
 RETURNS_KEY = "raytrain_episode_returns"
 
+EMPTY_ITERATIONS = 2
+"""Iterations in a row in which no env runner returned a sample before training stops with an error.
+
+RLlib restarts an env runner that fails (its default `restart_failed_env_runners`) and goes on training
+without it: with an env that raises in every step, each iteration waits `sample_timeout_s` (60 s) for
+samples that never come, reports 0 env steps, and a run stopped by return or by env steps never ends. One
+such iteration can be a node that died and whose env runners RLlib restarts elsewhere; two in a row are not.
+"""
+
 
 def _as_floats(value: Any) -> list[float]:
     """The logged returns as a flat list: RLlib hands over a list, nested lists or a lone number."""
@@ -52,6 +61,7 @@ class RaytrainCallbacks(RLlibCallback):
         super().__init__()
         self.returns: deque[float] = deque(maxlen=100)
         self.episodes_total = 0
+        self.empty_iterations = 0
 
     def on_episode_end(self, *, episode: EpisodeType | EpisodeV2, prev_episode_chunks: list[EpisodeType] | None = None,
                        metrics_logger: MetricsLogger | None = None, **kwargs: Any) -> None:
@@ -67,6 +77,7 @@ class RaytrainCallbacks(RLlibCallback):
 
     def on_train_result(self, *, algorithm: Algorithm, result: dict[str, Any], **kwargs: Any) -> None:
         assert algorithm.config is not None  # Algorithm.__init__ always sets it; RLlib declares it Optional
+        self._check_sampled(algorithm.config, result)
         window = int(algorithm.config.metrics_num_episodes_for_smoothing)
         if self.returns.maxlen != window:
             self.returns = deque(self.returns, maxlen=window)
@@ -81,6 +92,22 @@ class RaytrainCallbacks(RLlibCallback):
             "episodes_in_window": len(self.returns),
             "episodes_total": self.episodes_total,
         }
+
+    def _check_sampled(self, config: Any, result: dict[str, Any]) -> None:
+        """Stop a run whose env runners keep failing instead of training on nothing forever."""
+        if not config.num_env_runners:
+            return  # the env runs in this process: its errors are raised here
+        sampled = result.get("env_runners", {}).get("num_env_steps_sampled") or 0
+        self.empty_iterations = 0 if sampled else self.empty_iterations + 1
+        if self.empty_iterations >= EMPTY_ITERATIONS:
+            from raytrain.errors import TrainError
+
+            raise TrainError(
+                f"no env runner returned a sample in {self.empty_iterations} iterations in a row (each waited "
+                f"sample_timeout_s, {config.sample_timeout_s:g} s): they keep failing, and RLlib, which restarts "
+                "them, would go on training on nothing. Their output above, prefixed `(SingleAgentEnvRunner "
+                "pid=...)`, shows why; most often the env raises in step() or reset()"
+            )
 
     def get_state(self) -> dict[str, Any]:
         """What a checkpoint must keep so a resumed run continues the same running mean."""

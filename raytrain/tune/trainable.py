@@ -130,9 +130,16 @@ class RaytrainPPO(PPO):
 
     def setup(self, config: Any) -> None:  # Trainable: a dict; Algorithm: its AlgorithmConfig
         from raytrain.quiet import native_lines_to_log
+        from raytrain.rllib.algorithm import failed_env_runners, no_env_runner_error
 
-        with native_lines_to_log():  # the build starts RLlib's actors: Ray's native notes about them
-            super().setup(config)
+        # The build starts RLlib's actors: Ray's native notes about them go to the log.
+        with native_lines_to_log(), failed_env_runners() as failures:
+            try:
+                super().setup(config)
+            except Exception as exc:
+                if failures:
+                    raise no_env_runner_error(failures) from exc
+                raise
 
     def __repr__(self) -> str:
         # Ray shows this on the dashboard's Actors page and before each line a trial prints:

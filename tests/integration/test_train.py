@@ -121,17 +121,34 @@ def test_train_writes_complete_run_folder_then_resume_and_eval(ray_session, smal
     assert _ray_results() == home_results
 
 
-def test_failed_build_writes_nothing(ray_session, tmp_path, monkeypatch):
+@pytest.mark.parametrize("env_runners", [0, 1])
+def test_failed_build_writes_nothing(ray_session, tmp_path, monkeypatch, env_runners):
     """An Algorithm whose build fails (an env that cannot be made, which RLlib's validation does not
-    catch): exit 1, no run folder, and nothing left in ~/ray_results."""
+    catch): exit 1, no run folder, and nothing left in ~/ray_results. In an env runner actor, RLlib goes on
+    without it and then fails on something else (IndexError): the error says the env runners could not start,
+    and why."""
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     storage = tmp_path / "results"
     path = tmp_path / "broken.yaml"
-    path.write_text(SMALL.format(storage=storage).replace("{env: CartPole-v1}", '{env: "flaky_env:BrokenCartPole"}'))
+    # As the env runner actors import it: from the folder the Ray was started in (the repository's root).
+    env = "tests.integration.flaky_env:BrokenCartPole"
+    path.write_text(SMALL.format(storage=storage).replace("{env: CartPole-v1}", f'{{env: "{env}"}}')
+                    .replace("num_env_runners: 0", f"num_env_runners: {env_runners}"))
     home_results = _ray_results()
     result = invoke(["train", str(path)])
     assert result.exit_code == 1, result.output
-    assert "broken env: cannot be made" in result.output and "Traceback" not in result.output
+    assert "broken env: cannot be made" in result.output
+    if env_runners:
+        # RLlib's own ERROR lines carry the actor's traceback (and, in this test process, where an earlier
+        # CliRunner closed the stream Ray's log handler holds, logging's complaint about it): raytrain's last
+        # line says what failed, and RLlib's IndexError is gone.
+        last = " ".join(result.output.strip().splitlines()[-1].split())
+        assert last == ("error: the env runners could not start, so RLlib could not build the algorithm: RuntimeError: "
+                        "broken env: cannot be made (the env's traceback is printed with the prefix "
+                        "`(SingleAgentEnvRunner pid=...)`)")
+        assert "IndexError" not in result.output
+    else:
+        assert "Traceback" not in result.output
     assert not storage.exists()
     assert _ray_results() == home_results
 
