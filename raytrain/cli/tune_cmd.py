@@ -104,7 +104,9 @@ def run(
     from raytrain.tune.run import run_sweep
 
     def started(where: str) -> None:
-        err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, {loaded.sweep.search.num_samples} trials, ranking on {loaded.metric} ({where})", markup=False)
+        from raytrain.tune.build import trial_count
+
+        err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, {trial_count(loaded)} trials, ranking on {loaded.metric} ({where})", markup=False)
         err.print(f"experiment folder: {loaded.experiment_dir}", markup=False)
 
     _drive(address, loaded.experiment_dir, lambda: run_sweep(loaded, plan_, argv()), lambda ray: check_cpus(loaded, ray),
@@ -315,6 +317,17 @@ def _job_status(cluster: Path, job_id: str | None, json_: bool) -> None:
         out.print(f"experiment: {exp}  (raytrain tune status {exp}, where the storage is mounted)", markup=False)
 
 
+def _last_line(error_file: str | None) -> str:
+    """What a trial failed with, the last line of its error.txt (Tune's traceback), and where the rest is."""
+    if not error_file:
+        return "see its folder"
+    try:
+        lines = [line.strip() for line in Path(error_file).read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return error_file
+    return f"{lines[-1]} ({error_file})" if lines else error_file
+
+
 def _report(exp_dir: Path) -> None:
     from raytrain.tune.report import leaderboard_table
     from raytrain.tune.results import summarize
@@ -333,7 +346,7 @@ def _report(exp_dir: Path) -> None:
     errored = [t for t in trials if t.status == "ERROR"]
     if errored:
         for t in errored:
-            err.print(f"trial {t.name} failed: {t.error or 'see its folder'}", style="red", markup=False)
+            err.print(f"trial {t.name} failed: {_last_line(t.error)}", style="red", markup=False)
         from raytrain.errors import SweepError
 
         raise SweepError(

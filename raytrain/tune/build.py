@@ -34,6 +34,11 @@ def _grid_size(space: dict[str, DomainSpec]) -> int:
     return size
 
 
+def trial_count(loaded: LoadedSweep) -> int:
+    """How many trials the sweep starts: num_samples, times the size of the grid when the space has one."""
+    return loaded.sweep.search.num_samples * _grid_size({k: domain_spec(d) for k, d in loaded.sweep.space.items()})
+
+
 def plan(loaded: LoadedSweep) -> Plan:
     """Everything Tune will be given, as data."""
     s = loaded.sweep

@@ -104,10 +104,13 @@ def _trial_states(exp_dir: Path) -> dict[str, dict]:
         if not logdir:
             continue
         error = runtime.get("error_filename")
+        config = trial.get("config")
+        spec = config.get(TRIAL_KEY) if isinstance(config, dict) else None
         out[logdir] = {
             "trial_id": trial.get("trial_id"),
             "status": trial.get("status", "UNKNOWN"),
             "error": str(exp_dir / logdir / error) if error else None,
+            "overrides": spec.get("overrides", {}) if isinstance(spec, dict) else {},
         }
     return out
 
@@ -147,6 +150,27 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
                 error=recorded.get("error"),
             )
         )
+    # A trial that failed before its first result (its env or its actors could not start) has no params.json:
+    # Tune's state lists it, with its error.
+    for logdir, recorded in states.items():
+        if (exp_dir / logdir / "params.json").is_file():
+            continue
+        trial_dir = exp_dir / logdir
+        trials.append(
+            TrialSummary(
+                trial_id=recorded.get("trial_id") or logdir.rsplit("_", 1)[-1],
+                name=logdir,
+                status=recorded["status"],
+                iteration=0,
+                metric_last=None,
+                metric_best=None,
+                env_steps=None,
+                hyperparameters=recorded.get("overrides", {}),
+                checkpoint=_latest_checkpoint(trial_dir) if trial_dir.is_dir() else None,
+                path=str(trial_dir),
+                error=recorded.get("error"),
+            )
+        )
     sign = -1 if mode == "max" else 1
     trials.sort(key=lambda t: (t.status == "REPLACED", t.metric_last is None, sign * (t.metric_last or 0)))
     return meta, trials
@@ -159,7 +183,10 @@ def pbt_lineage(exp_dir: Path, trial: TrialSummary) -> list[tuple[int, dict]]:
     [target tag, clone tag, target iteration, clone iteration, clone config, new config] per line.
     """
     policy = Path(exp_dir) / f"pbt_policy_{trial.trial_id}.txt"
-    params = json.loads((Path(trial.path) / "params.json").read_text())
+    params_file = Path(trial.path) / "params.json"
+    if not params_file.is_file():  # it failed before its first result
+        return [(0, trial.hyperparameters)]
+    params = json.loads(params_file.read_text())
     lines = []
     if policy.is_file():
         for line in policy.read_text().splitlines():

@@ -4,11 +4,15 @@ from gymnasium.envs.classic_control import CartPoleEnv
 
 
 class FlakyCartPole(CartPoleEnv):
-    """CartPole that raises while the file named in config["fail_flag"] exists (a trial that errors on demand)."""
+    """CartPole that raises while the file named in config["fail_flag"] exists (a trial that errors on demand):
+    in its first step in the main process, and when it is made in an env runner actor (RLlib's EnvContext
+    says which: worker_index 0 is the main process)."""
 
     def __init__(self, config=None):
         super().__init__()
         self.flag = (config or {}).get("fail_flag")
+        if getattr(config, "worker_index", 0) > 0 and self.flag and os.path.exists(self.flag):
+            raise RuntimeError("flaky env: cannot be made")
 
     def step(self, action):
         if self.flag and os.path.exists(self.flag):

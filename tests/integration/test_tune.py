@@ -357,16 +357,22 @@ def test_pb2_sweep_explores_within_bounds_and_paused_trials_keep_every_row(ray_s
 
 
 def test_errored_trial_fails_the_command_and_restart_errored_reruns_it(tmp_path):
-    """Real processes, each with its own local Ray: the env module comes from this folder via PYTHONPATH."""
+    """Real processes, each with its own local Ray: the env module comes from this folder via PYTHONPATH.
+
+    Two trials: one whose env fails in its first step, and one with an env runner actor, in which the env
+    cannot be made: that env runner never starts and the trial fails in its setup, before any result (so
+    without params.json, where the leaderboard used to miss it and the command exited 0)."""
     flag = tmp_path / "FLAG"
     flag.write_text("fail")
     (tmp_path / "base.yaml").write_text(
         f'environment: {{env: "flaky_env:FlakyCartPole", env_config: {{fail_flag: {flag}}}}}\n'
-        "env_runners: {num_env_runners: 0}\ntraining: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\n"
-        "stop: {training_iteration: 2}\n"
+        "env_runners: {num_env_runners: 0, num_envs_per_env_runner: 1}\n"
+        "resources: {num_cpus_for_main_process: 0.5}\nlearners: {num_cpus_per_learner: 0.5}\n"
+        "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\nstop: {training_iteration: 2}\n"
     )
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(f"name: flaky\nbase: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n")
+    sweep.write_text(f"name: flaky\nbase: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n"
+                     "search: {algorithm: grid}\nspace: {env_runners.num_env_runners: {distribution: grid, values: [0, 1]}}\n")
     env = {**os.environ, "RAY_ADDRESS": "", "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
 
     def run(*args):
@@ -374,13 +380,21 @@ def test_errored_trial_fails_the_command_and_restart_errored_reruns_it(tmp_path)
 
     first = run(str(sweep))
     assert first.returncode == 1, first.stderr[-2000:]
-    assert "1 trial(s) failed" in first.stderr and "--restart-errored" in first.stderr and "error.txt" in first.stderr
+    assert "2 trial(s) failed" in first.stderr and "--restart-errored" in first.stderr and "error.txt" in first.stderr, first.stderr[-3000:]
+    said = " ".join(first.stderr.split())
+    assert "RuntimeError: flaky env: failing on purpose" in said
+    # RLlib goes on without an env runner that cannot start and then fails on something else (IndexError).
+    assert ("TrainError: the env runners could not start, so RLlib could not build the algorithm: RuntimeError: "
+            "flaky env: cannot be made") in said
     exp = tmp_path / "results" / "flaky"
+    data = json.loads(run("status", str(exp), "--json").stdout)
+    assert sorted(t["status"] for t in data["trials"]) == ["ERROR", "ERROR"]
     flag.unlink()
     again = run("resume", str(exp), "--restart-errored")
     assert again.returncode == 0, again.stderr[-2000:]
     data = json.loads(run("status", str(exp), "--json").stdout)
-    assert sorted(t["status"] for t in data["trials"]) == ["REPLACED", "TERMINATED"]
+    # The trial that never reported left only its error behind; the state no longer lists it.
+    assert sorted(t["status"] for t in data["trials"]) == ["REPLACED", "TERMINATED", "TERMINATED"]
     assert data["best"]["iteration"] == 2
 
 
