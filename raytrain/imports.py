@@ -30,11 +30,11 @@ def import_module(name: str) -> ModuleType:
         ImportError: the module, or one it imports, failed to import.
         ValueError: an empty name.
     """
-    cwd = working_directory_importable()
+    top = name.partition(".")[0]
+    cwd = working_directory_importable() if top != "raytrain" else None  # raytrain's own: from where it is installed
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        top = name.partition(".")[0]
         if exc.name != top or cwd is None:
             raise
         raise ModuleNotFoundError(

@@ -143,3 +143,10 @@ def test_submit_dry_run_says_which_modules_it_would_take_along(tmp_path, monkeyp
     assert result.exit_code == 0, result.output
     assert f"# would take along from {tmp_path}: lab_env.py, lab_helpers.py" in result.stdout
     assert not (tmp_path / "results").exists()
+
+
+def test_raytrains_own_import_paths_leave_the_path_alone(tmp_path, monkeypatch, clean_path):
+    """Its callbacks and connectors, named by import path in every build: no user code, no current directory."""
+    monkeypatch.chdir(tmp_path)
+    resolve_import("raytrain.rllib.callbacks:RaytrainCallbacks")
+    assert str(tmp_path) not in sys.path
