@@ -30,8 +30,8 @@ def import_module(name: str) -> ModuleType:
         ImportError: the module, or one it imports, failed to import.
         ValueError: an empty name.
     """
-    top = name.partition(".")[0]
-    cwd = working_directory_importable() if top != "raytrain" else None  # raytrain's own: from where it is installed
+    top = top_module(name)
+    cwd = _cwd_first() if top != "raytrain" else None  # raytrain's own: from where it is installed
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
@@ -44,7 +44,26 @@ def import_module(name: str) -> ModuleType:
         ) from None
 
 
-def working_directory_importable() -> str | None:
+def top_module(path: str) -> str:
+    """The top-level module an import path or module name starts with: `pkg` of `"pkg.module:Class"`."""
+    return path.partition(":")[0].partition(".")[0]
+
+
+def user_paths(*paths: str | None) -> list[str]:
+    """The import paths (`"pkg.module:Name"`) among `paths`, which also hold Gymnasium ids and None."""
+    return [p for p in paths if p and ":" in p]
+
+
+def module_in(folder: Path, name: str) -> Path | None:
+    """The top-level module `name` as Python finds it in `folder`: the package folder `name/`, or `name.py`."""
+    if (folder / name / "__init__.py").is_file():
+        return folder / name
+    if (folder / f"{name}.py").is_file():
+        return folder / f"{name}.py"
+    return None
+
+
+def _cwd_first() -> str | None:
     """Put the current directory first on `sys.path` unless it is there already; return it (None: it is gone)."""
     try:
         cwd = os.getcwd()
@@ -84,20 +103,13 @@ def working_directory_modules(import_paths: Iterable[str]) -> list[Path]:
     except OSError:
         return []
     found: dict[str, Path] = {}
-    todo = [path.partition(":")[0].partition(".")[0] for path in import_paths]
+    todo = [top_module(path) for path in import_paths]
     while todo:
         name = todo.pop()
-        if name in found or name == "raytrain":
+        if name in found or name == "raytrain" or (module := module_in(cwd, name)) is None:
             continue
-        if (cwd / name / "__init__.py").is_file():
-            found[name] = cwd / name
-            sources = sorted((cwd / name).rglob("*.py"))
-        elif (cwd / f"{name}.py").is_file():
-            found[name] = cwd / f"{name}.py"
-            sources = [found[name]]
-        else:
-            continue
-        for source in sources:
+        found[name] = module
+        for source in sorted(module.rglob("*.py")) if module.is_dir() else [module]:
             todo.extend(_imported_names(source))
     return list(found.values())
 

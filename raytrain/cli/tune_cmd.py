@@ -161,7 +161,7 @@ def _submit(file: Path, set_: list[str] | None, cluster: Path | None, name: str 
 
         out.print(yaml.safe_dump(jobs.job_sweep(loaded), sort_keys=False).rstrip(), markup=False)
         out.print(f"# would run on the head of {cfg.name}: {cfg.python_path} -m raytrain tune {jobs.SWEEP_FILE}", markup=False)
-        if shipped := working_directory_modules(jobs.user_import_paths(loaded)):
+        if shipped := working_directory_modules(loaded.import_paths()):
             out.print(f"# would take along from {Path.cwd()}: {', '.join(p.name for p in shipped)}", markup=False)
         return
     from raytrain.quiet import quiet_ray

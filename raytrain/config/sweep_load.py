@@ -89,6 +89,13 @@ class LoadedSweep:
             f"this sweep goes to {self.experiment_dir}"
         )
 
+    def import_paths(self) -> list[str]:
+        """The user's code the sweep names by import path: the env's class and PBT's explore function."""
+        from raytrain.imports import user_paths
+
+        pbt = self.sweep.pbt
+        return user_paths(self.base.config.environment.env, pbt.custom_explore_fn if pbt else None)
+
     def hyperparameters(self) -> list[str]:
         """Every dotted key the sweep varies."""
         return list(dict.fromkeys(key_path[-1] for key_path, _ in searched(self.sweep)))

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-    from raytrain.errors import TrainError
-
 
 @contextmanager
 def failed_env_runners() -> Iterator[list[str]]:
@@ -64,13 +62,26 @@ FAILED_ENV_RUNNER = "Validation of EnvRunner failed!"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def no_env_runner_error(failures: list[str]) -> TrainError:
-    from raytrain.errors import TrainError
+@contextmanager
+def building() -> Iterator[None]:
+    """Around RLlib's build of an Algorithm (here, and in a trial's setup), which starts its actors.
 
-    return TrainError(
-        f"the env runners could not start, so RLlib could not build the algorithm: {failures[-1]} (the env's "
-        "traceback is printed with the prefix `(SingleAgentEnvRunner pid=...)`)"
-    )
+    Ray's native notes about those actors go to the log (`native_lines_to_log`), and a build that fails after
+    env runners could not start raises why they could not, instead of what RLlib failed on after them.
+    """
+    from raytrain.errors import TrainError
+    from raytrain.quiet import native_lines_to_log
+
+    with native_lines_to_log(), failed_env_runners() as failures:
+        try:
+            yield
+        except Exception as exc:
+            if not failures:
+                raise
+            raise TrainError(
+                f"the env runners could not start, so RLlib could not build the algorithm: {failures[-1]} (the "
+                "env's traceback is printed with the prefix `(SingleAgentEnvRunner pid=...)`)"
+            ) from exc
 
 
 @contextmanager
@@ -78,20 +89,15 @@ def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
     """Build the Algorithm of `config`; stop it on leaving, then remove the scratch folder Tune made for it."""
     from ray.train.constants import DEFAULT_STORAGE_PATH
 
-    from raytrain.quiet import native_lines_to_log
-
     root = Path(DEFAULT_STORAGE_PATH)
     made_root = not root.exists()
     scratch: Path | None = None
     try:
         try:
-            # The build starts RLlib's actors: Ray's native notes about them go to the log.
-            with native_lines_to_log(), failed_env_runners() as failures:
+            with building():
                 algo = config.build_algo()
         except BaseException as exc:
             scratch = _scratch_of_failed_build(exc)
-            if failures and isinstance(exc, Exception):
-                raise no_env_runner_error(failures) from exc
             raise
         scratch = Path(algo.logdir)
         try:
@@ -106,17 +112,19 @@ def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
 
 
 def _scratch_of_failed_build(exc: BaseException) -> Path | None:
-    """The scratch folder of a Trainable whose construction raised `exc` (its frames hold it as `self`)."""
+    """The scratch folder of a Trainable whose construction raised `exc`, or the error `exc` was raised
+    from (`building`'s): its frames hold the Trainable as `self`."""
     from ray.tune import Trainable
 
-    tb = exc.__traceback__
-    while tb is not None:
-        obj = tb.tb_frame.f_locals.get("self")
-        if isinstance(obj, Trainable):
-            logdir = getattr(obj, "_logdir", None)  # None until Trainable.__init__ has made it
-            if logdir:
-                return Path(logdir)
-        tb = tb.tb_next
+    for error in (exc, exc.__cause__):
+        tb = error.__traceback__ if error is not None else None
+        while tb is not None:
+            obj = tb.tb_frame.f_locals.get("self")
+            if isinstance(obj, Trainable):
+                logdir = getattr(obj, "_logdir", None)  # None until Trainable.__init__ has made it
+                if logdir:
+                    return Path(logdir)
+            tb = tb.tb_next
     return None
 
 

@@ -84,15 +84,15 @@ def _check_workdir(cfg: SlurmConfig, slurm_file: Path, folder: Path, import_path
     """
     import importlib.machinery
 
+    from raytrain.imports import module_in, top_module
+
     here = Path.cwd()
     workdir = Path(cfg.workdir) if cfg.workdir else folder
     elsewhere = [p for p in sys.path if p not in ("", str(here))]
     for path in import_paths:
-        name = path.partition(":")[0].partition(".")[0]
-        if not ((here / f"{name}.py").is_file() or (here / name / "__init__.py").is_file()):
-            continue  # installed: the job's Python has it, as every node has raytrain
-        if (workdir / f"{name}.py").is_file() or (workdir / name / "__init__.py").is_file():
-            continue
+        name = top_module(path)
+        if module_in(here, name) is None or module_in(workdir, name) is not None:
+            continue  # installed (the job's Python has it, as every node has raytrain), or where the job runs
         if importlib.machinery.PathFinder.find_spec(name, elsewhere) is not None:
             continue
         where = f"in {cfg.workdir} (workdir)" if cfg.workdir else f"in the job's folder {folder} (workdir is not set)"
@@ -107,7 +107,6 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
     """Load and check the Slurm file and the sweep (as `raytrain tune` checks it); build the job's script."""
     from raytrain.config.sweep_load import load_sweep
     from raytrain.tune.build import check, check_cpus, plan
-    from raytrain.tune.jobs import user_import_paths
 
     cfg = load_slurm(slurm_file)
     overrides = list(overrides)
@@ -139,7 +138,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
                        "of continuing from its checkpoint on the other nodes (set it to 2, say)")
     check(loaded, plan(loaded))
     check_cpus(loaded, _job_ray(cfg, slurm_file))
-    _check_workdir(cfg, slurm_file, exp, user_import_paths(loaded))
+    _check_workdir(cfg, slurm_file, exp, loaded.import_paths())
     _check_folder(exp)
     name_override = [f"name={loaded.name}"]
     sets = [w for kv in [*overrides, *name_override] for w in ("--set", kv)]
@@ -164,6 +163,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     from raytrain.config.load import load_config, load_source
     from raytrain.config.source import parse_yaml
     from raytrain.errors import ConfigError, ConfigIssue
+    from raytrain.imports import user_paths
     from raytrain.paths import probe_writable
     from raytrain.rllib.translate import build_ppo_config
     from raytrain.runs import RunFolder, experiment_dir, free_run_path
@@ -213,7 +213,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
     check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file))
-    _check_workdir(cfg, slurm_file, run_dir, [p for p in [loaded.config.environment.env] if ":" in p])
+    _check_workdir(cfg, slurm_file, run_dir, user_paths(loaded.config.environment.env))
     _check_folder(run_dir)
     sets = [w for kv in overrides for w in ("--set", kv)]
     given = [str(Path(file).resolve())] if file is not None else []

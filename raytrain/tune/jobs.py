@@ -81,14 +81,6 @@ def job_sweep(loaded: LoadedSweep) -> dict[str, Any]:
     return data
 
 
-def user_import_paths(loaded: LoadedSweep) -> list[str]:
-    """The user's code the sweep names by import path: the env's class and PBT's explore function."""
-    paths = [loaded.base.config.environment.env]
-    if loaded.sweep.pbt is not None and loaded.sweep.pbt.custom_explore_fn:
-        paths.append(loaded.sweep.pbt.custom_explore_fn)
-    return [p for p in paths if ":" in p]
-
-
 def write_job_folder(folder: Path, loaded: LoadedSweep) -> list[str]:
     """The job's working directory: the sweep file, and the user's modules from the current directory.
 
@@ -102,7 +94,7 @@ def write_job_folder(folder: Path, loaded: LoadedSweep) -> list[str]:
         + yaml.safe_dump(job_sweep(loaded), sort_keys=False)
     )
     shipped = []
-    for module in working_directory_modules(user_import_paths(loaded)):
+    for module in working_directory_modules(loaded.import_paths()):
         if module.is_dir():
             shutil.copytree(module, folder / module.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:

@@ -152,8 +152,9 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
         )
     # A trial that failed before its first result (its env or its actors could not start) has no params.json:
     # Tune's state lists it, with its error.
+    reported = {t.name for t in trials}
     for logdir, recorded in states.items():
-        if (exp_dir / logdir / "params.json").is_file():
+        if logdir in reported:
             continue
         trial_dir = exp_dir / logdir
         trials.append(

@@ -129,17 +129,10 @@ class RaytrainPPO(PPO):
         """After a config swap: the trial config to rebuild from if no checkpoint is restored."""
 
     def setup(self, config: Any) -> None:  # Trainable: a dict; Algorithm: its AlgorithmConfig
-        from raytrain.quiet import native_lines_to_log
-        from raytrain.rllib.algorithm import failed_env_runners, no_env_runner_error
+        from raytrain.rllib.algorithm import building
 
-        # The build starts RLlib's actors: Ray's native notes about them go to the log.
-        with native_lines_to_log(), failed_env_runners() as failures:
-            try:
-                super().setup(config)
-            except Exception as exc:
-                if failures:
-                    raise no_env_runner_error(failures) from exc
-                raise
+        with building():
+            super().setup(config)
 
     def __repr__(self) -> str:
         # Ray shows this on the dashboard's Actors page and before each line a trial prints:
