@@ -17,6 +17,8 @@ Meaning of the metrics people stop and rank on:
 - `evaluation/env_runners/episode_return_mean`: mean return of the last evaluation round.
 """
 
+import math
+
 TRAIN_METRICS = frozenset(
     {
         "env_runner_group/actor_manager_num_outstanding_async_reqs",
@@ -123,3 +125,40 @@ def known_metrics(return_window: int, evaluation: bool) -> set[str]:
     if evaluation:
         names |= EVALUATION_METRICS
     return names
+
+COUNTERS = frozenset(
+    {"training_iteration", "iterations_since_restore", "time_total_s", "time_since_restore", "raytrain/episodes_total"}
+)
+"""Metrics that count up from zero as a run goes on, besides RLlib's `..._lifetime` counters."""
+
+
+def counts_from_zero(metric: str) -> bool:
+    """Whether `metric` counts up from zero (iterations, seconds, env steps, episodes): its share of a stop
+    threshold is how far the run has got. A return or a loss starts wherever the first policy puts it."""
+    return metric in COUNTERS or any(part.endswith("_lifetime") for part in metric.split("/"))
+
+
+class StopProgress:
+    """How far a run has got to each stop criterion, in percent, for the progress line.
+
+    A counter's share of its threshold; any other metric (a return, which is often negative: Pendulum's
+    start near -1,200 and stops at -300) by how much of the gap between its first value in this process
+    and the threshold it has closed. Stop criteria are `>=`, so a run moves up towards them.
+    """
+
+    def __init__(self) -> None:
+        self.first: dict[str, float] = {}
+
+    def percent(self, metric: str, value: float, threshold: float) -> float | None:
+        """0 to 100, or None where nothing sensible can be said (no value yet)."""
+        if math.isnan(value):
+            return None
+        if value >= threshold:
+            return 100.0
+        if counts_from_zero(metric) and threshold > 0:
+            start = 0.0
+        else:
+            start = self.first.setdefault(metric, value)
+        if threshold <= start:  # only when the first value was already past it, which stops the run
+            return 100.0
+        return max(0.0, min(100.0, 100 * (value - start) / (threshold - start)))
