@@ -18,6 +18,7 @@ Meaning of the metrics people stop and rank on:
 """
 
 import math
+from typing import Any
 
 TRAIN_METRICS = frozenset(
     {
@@ -146,12 +147,15 @@ class StopProgress:
     and the threshold it has closed. Stop criteria are `>=`, so a run moves up towards them.
     """
 
-    def __init__(self) -> None:
-        self.first: dict[str, float] = {}
+    def __init__(self, first_row: dict[str, Any] | None = None) -> None:
+        """`first_row`: the run's first iteration, where it continues (a resume) from an earlier process."""
+        self.first: dict[str, float] = {
+            k: float(v) for k, v in (first_row or {}).items() if isinstance(v, (int, float)) and not math.isnan(v)
+        }
 
-    def percent(self, metric: str, value: float, threshold: float) -> float | None:
-        """0 to 100, or None where nothing sensible can be said (no value yet)."""
-        if math.isnan(value):
+    def percent(self, metric: str, value: Any, threshold: float) -> float | None:
+        """0 to 100, or None where nothing sensible can be said (not reported yet)."""
+        if not isinstance(value, (int, float)) or math.isnan(value):
             return None
         if value >= threshold:
             return 100.0

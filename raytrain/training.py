@@ -22,6 +22,7 @@ import yaml
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source
 from raytrain.errors import ConfigError, ConfigIssue, TrainError
+from raytrain.metrics import StopProgress
 from raytrain.runs import STATE_FILE, MetricsWriter, RunFolder, absolute, flatten, read_state
 
 
@@ -32,8 +33,8 @@ class IterationReport:
     iteration: int
     metrics: dict[str, Any]
     steps_per_s: float
-    stop_progress: dict[str, tuple[float, float]]
-    """stop key -> (current value, threshold)."""
+    stop_progress: dict[str, float | None]
+    """stop key -> how far the run has got to it, 0 to 100 (`StopProgress`); None before it is reported."""
     checkpoint: Path | None = None
 
 
@@ -269,6 +270,7 @@ class Trainer:
         exp = self.cfg.experiment
         writer = MetricsWriter(folder)
         writer.drop_after(self.algo.iteration)
+        progress = StopProgress(writer.rows[0] if writer.rows else None)  # a resumed run: from its first iteration
         iteration = self.algo.iteration
         last_checkpoint: Path | None = folder.latest_checkpoint()
         metrics: dict[str, Any] = {}
@@ -302,7 +304,7 @@ class Trainer:
                         iteration,
                         metrics,
                         steps_per_s,
-                        {k: (metrics.get(k, math.nan), v) for k, v in self.cfg.stop.items()},
+                        {k: progress.percent(k, metrics.get(k), v) for k, v in self.cfg.stop.items()},
                         checkpoint,
                     )
                 )

@@ -26,7 +26,6 @@ from raytrain.cli.slurm_cmd import submit as slurm_submit
 
 if TYPE_CHECKING:
     from raytrain.config.schema import RaytrainConfig
-    from raytrain.metrics import StopProgress
     from raytrain.training import IterationReport
 
 
@@ -40,7 +39,7 @@ def _fmt(value: object) -> str:
     return f"{value:,}"
 
 
-def _progress_line(report: IterationReport, cfg: RaytrainConfig, started: float, progress: StopProgress) -> str:
+def _progress_line(report: IterationReport, cfg: RaytrainConfig, started: float) -> str:
     m = report.metrics
     parts = [
         f"iter {report.iteration:>4}",
@@ -50,8 +49,7 @@ def _progress_line(report: IterationReport, cfg: RaytrainConfig, started: float,
         f"{_fmt(report.steps_per_s):>7} steps/s",
         f"{time.perf_counter() - started:6.1f}s",
     ]
-    for key, (value, threshold) in report.stop_progress.items():
-        done = progress.percent(key, float(value), threshold) if isinstance(value, (int, float)) else None
+    for key, done in report.stop_progress.items():
         if done is not None:
             parts.append(f"{key.rsplit('/', 1)[-1]} {done:.0f}%")
     if report.checkpoint:
@@ -109,7 +107,6 @@ def run_train(
     submitted, instead of a new one under storage_path/name. `second_term_ends`: see `interrupt_on_signals`.
     """
     from raytrain import train_run
-    from raytrain.metrics import StopProgress
 
     started = time.perf_counter()
     prepared = train_run.prepare(
@@ -119,11 +116,10 @@ def run_train(
         out.print(train_run.plan(prepared), markup=False)
         return
     cfg = prepared.cfg
-    progress = StopProgress()
     outcome = train_run.start(
         prepared,
         argv(),
-        on_iteration=lambda report: err.print(_progress_line(report, cfg, started, progress), markup=False),
+        on_iteration=lambda report: err.print(_progress_line(report, cfg, started), markup=False),
         on_line=lambda line: err.print(line, markup=False),
         on_note=lambda text: err.print(text, style="dim", markup=False),
         on_connected=lambda: interrupt_on_signals(second_term_ends=second_term_ends),

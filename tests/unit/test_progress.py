@@ -51,3 +51,10 @@ def test_which_metrics_count_from_zero():
                            "env_runners/num_env_steps_sampled"}
     assert counts_from_zero("raytrain/episodes_total")
     assert not counts_from_zero("raytrain/episode_return_mean_100")
+
+
+def test_a_resumed_run_counts_from_its_first_iteration():
+    """`train --resume`: the first value is the run's first recorded iteration, not the resumed one."""
+    progress = StopProgress({"raytrain/episode_return_mean_100": -1248.5, "training_iteration": 1, "note": "text"})
+    assert progress.percent("raytrain/episode_return_mean_100", -774.25, -300) == pytest.approx(50)
+    assert progress.percent("raytrain/episode_return_mean_100", None, -300) is None
