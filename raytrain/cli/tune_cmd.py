@@ -245,6 +245,12 @@ def resume(
 
     # before Ray starts and before anything is written; a local Ray's CPUs are known before it starts
     resumable = check_resume(experiment_dir)
+    if resumable.finished is not None:
+        say([f"every trial of {resumable.exp_dir.name} has finished ({resumable.finished} TERMINATED): nothing to "
+             "resume, so nothing was started or changed; to search further, run a new sweep (raytrain tune "
+             "SWEEP_FILE --name NEW_NAME)"])
+        _report(resumable.exp_dir)
+        return
     if ray_address(address) is None:
         resumable.check_cpus(local_ray())
     exp_dir = resumable.exp_dir

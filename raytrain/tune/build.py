@@ -39,6 +39,11 @@ def trial_count(loaded: LoadedSweep) -> int:
     return loaded.sweep.search.num_samples * _grid_size({k: domain_spec(d) for k, d in loaded.sweep.space.items()})
 
 
+def planned_trials(plan_: Plan) -> int:
+    """`trial_count` of the sweep a `plan()` was made for (an experiment's raytrain_sweep.json keeps it)."""
+    return int(plan_["tune_config"]["num_samples"]) * _grid_size(plan_["param_space"][TRIAL_KEY]["overrides"])
+
+
 def plan(loaded: LoadedSweep) -> Plan:
     """Everything Tune will be given, as data."""
     s = loaded.sweep

@@ -92,14 +92,8 @@ def _latest_checkpoint(trial_dir: Path) -> str | None:
 
 def _trial_states(exp_dir: Path) -> dict[str, dict]:
     """trial folder name -> {trial_id, status, error} from Tune's newest experiment state file."""
-    data = state.read(exp_dir)  # the complete copy where a crash cut the file short
-    if data is None:
-        return {}
     out = {}
-    for entry in data.get("trial_data", []):
-        trial, runtime = (entry[0], entry[1]) if isinstance(entry, (list, tuple)) else (entry, {})
-        trial = json.loads(trial) if isinstance(trial, str) else trial
-        runtime = json.loads(runtime) if isinstance(runtime, str) else (runtime or {})
+    for trial, runtime in state.trials(exp_dir):  # the complete copy where a crash cut the file short
         logdir = trial.get("relative_logdir")
         if not logdir:
             continue

@@ -52,6 +52,22 @@ def read(exp_dir: Path) -> dict[str, Any] | None:
     return _read(path) or _read(path.with_name(path.name + COPY_SUFFIX))
 
 
+def trials(exp_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(trial, runtime) of each trial in the newest experiment state (`read`), as Tune wrote them."""
+    data = read(exp_dir) or {}
+    found = []
+    for entry in data.get("trial_data", []):
+        trial, runtime = (entry[0], entry[1]) if isinstance(entry, (list, tuple)) else (entry, {})
+        try:
+            trial = json.loads(trial) if isinstance(trial, str) else trial
+            runtime = json.loads(runtime) if isinstance(runtime, str) else (runtime or {})
+        except ValueError:
+            continue
+        if isinstance(trial, dict) and isinstance(runtime, dict):
+            found.append((trial, runtime))
+    return found
+
+
 def broken(exp_dir: Path) -> tuple[Path, bool] | None:
     """(the state file, whether a complete copy exists) when the newest state is not whole; None when it is."""
     path = newest_state(exp_dir)

@@ -209,10 +209,12 @@ def _kill_session(sid: int) -> None:
 
 
 @pytest.mark.parametrize("algorithm", ["random", "optuna"])
-def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm):
+def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypatch):
     """The driver and its whole local Ray are SIGKILLed mid-run; resume finishes every trial, none from zero.
 
-    With Optuna, the study in optuna.db survives too and ends with both trials complete.
+    With Optuna, the study in optuna.db survives too and ends with both trials complete. The Optuna case
+    resumes the folder relative to the current directory (Tune reads a relative path as a URI without a
+    scheme: `ArrowInvalid: URI has empty scheme`).
     """
     path = workdir(
         f"name: crash\nsearch: {{algorithm: {algorithm}, num_samples: 2, seed: 0}}\n"
@@ -253,8 +255,13 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm):
     unfinished = [name for name in before if name not in finished]
     assert unfinished, before
 
-    result = invoke(["tune", "resume", str(exp)])
+    if algorithm == "optuna":
+        monkeypatch.chdir(tmp_path)
+    target = "results/crash" if algorithm == "optuna" else str(exp)
+    result = invoke(["tune", "resume", target])
     assert result.exit_code == 0, result.output
+    assert result.stdout.strip().splitlines()[-1] == str(exp)
+    assert (exp / "command.txt").read_text().rstrip().endswith(f"tune resume {target}")
     assert (f"{state_file.name} was cut short" in result.output) == (algorithm == "random")
     for result_json in exp.glob("*/result.json"):
         name = result_json.parent.name
@@ -416,10 +423,14 @@ def test_dry_run_folder_is_the_run_folder_and_a_relative_folder_resumes(ray_sess
 
     monkeypatch.chdir(tmp_path)
     relative = os.path.relpath(printed, tmp_path)
+    # Its one trial has finished: resume says so and changes nothing (test_resume_after_kill_9 resumes a
+    # relative folder through Tune).
+    command_txt = (printed / "command.txt").read_text()
     resumed = invoke(["tune", "resume", relative])
     assert resumed.exit_code == 0, resumed.output
+    assert "every trial of rel has finished (1 TERMINATED): nothing to resume" in resumed.output
     assert resumed.stdout.strip().splitlines()[-1] == str(printed)
-    assert (printed / "command.txt").read_text().rstrip().endswith(f"tune resume {relative}")
+    assert (printed / "command.txt").read_text() == command_txt
     status = invoke(["tune", "status", relative, "--json"])
     assert status.exit_code == 0, status.output
     assert [t["status"] for t in json.loads(status.stdout)["trials"]] == ["TERMINATED"]

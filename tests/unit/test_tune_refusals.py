@@ -424,3 +424,42 @@ def test_status_reads_the_complete_copy_of_a_cut_short_experiment_state(sweep, t
     # The copy is put back (atomically) only by a resume, and only over a broken file.
     assert state.repair(exp) == state_file and json.loads(state_file.read_text()) == whole
     assert state.broken(exp) is None and state.repair(exp) is None
+
+
+def _experiment_with_trials(sweep, statuses: list[str]) -> Path:
+    """A sweep of a grid of 2 trials, with Tune's state holding a trial of each status given."""
+    import json
+
+    from raytrain.config.sweep_load import load_sweep
+    from raytrain.tune.build import plan
+    from raytrain.tune.run import _write_meta
+
+    loaded = load_sweep(sweep("name: done\nspace: {training.lr: {distribution: grid, values: [0.001, 0.002]}}\n"))
+    exp = _write_meta(loaded, plan(loaded), ["raytrain", "tune", "sweep.yaml"])
+    (exp / "tuner.pkl").write_bytes(b"")  # what Tuner.can_restore looks for
+    trials = [[json.dumps({"relative_logdir": f"done_0000{i}", "trial_id": f"0000{i}", "status": status}), "{}"]
+              for i, status in enumerate(statuses)]
+    (exp / "experiment_state-2026-11-27_12-00-00.json").write_text(json.dumps({"trial_data": trials}))
+    return exp
+
+
+def test_resume_of_a_sweep_whose_trials_all_finished_starts_nothing(sweep, tmp_path):
+    """Tune would start Ray, restore the experiment, run nothing and write new state files (6.6 s for a 2-trial sweep)."""
+    exp = _experiment_with_trials(sweep, ["TERMINATED", "TERMINATED"])
+    before = listing(tmp_path)
+    command_txt = (exp / "command.txt").read_text()
+    result = invoke("tune", "resume", str(exp))
+    assert result.exit_code == 0, result.output
+    assert "every trial of done has finished (2 TERMINATED): nothing to resume, so nothing was started or changed" in result.output
+    assert "ranked on" in result.output  # the leaderboard, as `tune status` shows it
+    assert listing(tmp_path) == before
+    assert (exp / "command.txt").read_text() == command_txt
+    assert not ray_started()
+
+
+@pytest.mark.parametrize("statuses", [["TERMINATED"], ["TERMINATED", "PAUSED"], ["TERMINATED", "ERROR"], []])
+def test_a_sweep_with_work_left_is_resumed(sweep, tmp_path, statuses):
+    """A trial not yet made (the grid's second), paused or errored (retried) leaves work for Tune."""
+    from raytrain.tune.run import check_resume
+
+    assert check_resume(_experiment_with_trials(sweep, statuses)).finished is None
