@@ -49,6 +49,16 @@ def top_module(path: str) -> str:
     return path.partition(":")[0].partition(".")[0]
 
 
+def gym_module_id(path: str) -> tuple[str, str] | None:
+    """(module, id) of Gymnasium's own `"module:EnvId"` form, `"ale_py:ALE/Pong-v5"`: `gymnasium.make` imports
+    the module, which registers the id, and makes the env (RLlib hands it such a string as it is). None for an
+    import path of an object, `"pkg.module:Class"`, whose part after the colon is a dotted Python name."""
+    module, colon, rest = path.partition(":")
+    if not colon or not module or not rest or all(part.isidentifier() for part in rest.split(".")):
+        return None
+    return module, rest
+
+
 def user_paths(*paths: str | None) -> list[str]:
     """The import paths (`"pkg.module:Name"`) among `paths`, which also hold Gymnasium ids and None."""
     return [p for p in paths if p and ":" in p]

@@ -16,7 +16,7 @@ from raytrain.config import aliases
 from raytrain.config.schema import SECTIONS, RaytrainConfig, section_keys
 from raytrain.config.source import Source, apply_overrides, read_yaml
 from raytrain.errors import ConfigError, ConfigIssue
-from raytrain.imports import import_module, resolve_import
+from raytrain.imports import gym_module_id, import_module, resolve_import
 
 
 @dataclass
@@ -152,6 +152,22 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
 def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
     env = cfg.environment.env
     where = source.where(("environment", "env"))
+    gym_form = gym_module_id(env)
+    if gym_form is not None:  # "ale_py:ALE/Pong-v5": the module registers the id when imported
+        module_name, env_id = gym_form
+        try:
+            import_module(module_name)
+        except ImportError as exc:
+            return [ConfigIssue(where, "environment.env", f"cannot import module {module_name!r}: {exc}")]
+        import gymnasium
+
+        if env_id in gymnasium.envs.registry:
+            return []
+        near = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ""
+        return [ConfigIssue(where, "environment.env", (
+            f"importing {module_name!r} registered no Gymnasium id {env_id!r}{hint} ('module:EnvId' is Gymnasium's "
+            "form for an id that a package registers when imported; a custom env class is written 'pkg.module:Class')"))]
     if ":" in env:
         module_name, _, attr = env.partition(":")
         try:
@@ -176,15 +192,30 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
     registry = gymnasium.envs.registry
     if env in registry:
         return []
+    namespace = env.partition("/")[0] if "/" in env else None
+    if namespace is not None and not any(name.startswith(namespace + "/") for name in registry):
+        # Another package's namespace (Atari's ALE): its ids exist once that package is imported.
+        package = KNOWN_NAMESPACES.get(namespace)
+        example = f"'{package}:{env}' (pip install {package.replace('_', '-')})" if package else f"'PACKAGE:{env}'"
+        return [ConfigIssue(where, "environment.env", (
+            f"no Gymnasium id of the namespace {namespace!r} is registered: the package that provides it registers "
+            f"them when imported, so name it first, as gymnasium.make takes it: {example}; a custom env is written "
+            "'pkg.module:Class'"))]
     near = difflib.get_close_matches(env, list(registry), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ""
     return [
         ConfigIssue(
             where,
             "environment.env",
-            f"{env!r} is not a registered Gymnasium id{hint} (a custom env is written 'pkg.module:Class')",
+            f"{env!r} is not a registered Gymnasium id{hint} (a custom env is written 'pkg.module:Class'; an id "
+            "another package registers, 'package:EnvId')",
         )
     ]
+
+
+KNOWN_NAMESPACES = {"ALE": "ale_py"}
+"""Gymnasium id namespaces of other packages, and the module that registers them (RLlib's own Atari examples
+name `ale_py:ALE/...`)."""
 
 
 def _takes_no_config(obj: object) -> str | None:

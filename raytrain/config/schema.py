@@ -171,7 +171,7 @@ class EnvironmentConfig(_Section):
     RLLIB_CALL = "environment"
 
     env: Annotated[str, RLlib(import_path=True)]
-    """A registered Gymnasium id (`CartPole-v1`) or an import path `"pkg.module:Class"` of a gymnasium.Env, found in the current directory first (as Ray's workers find it), then among what is installed."""
+    """A registered Gymnasium id (`CartPole-v1`); an id that a package registers when imported, named as gymnasium.make takes it (`"ale_py:ALE/Pong-v5"`); or an import path `"pkg.module:Class"` of a gymnasium.Env. Modules are found in the current directory first (as Ray's workers find them), then among what is installed."""
     env_config: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the env: passed to `gymnasium.make` or to the class as its `config`."""
     clip_rewards: Positive | StrictBool | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from raytrain.config.schema import RaytrainConfig, RLlibField, rllib_fields
-from raytrain.imports import resolve_import
+from raytrain.imports import gym_module_id, resolve_import
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.ppo import PPOConfig
@@ -69,7 +69,7 @@ def build_ppo_config(cfg: RaytrainConfig, calls: dict[str, dict[str, Any]] | Non
     config = PPOConfig()
     for method, kwargs in calls.items():
         kwargs = {
-            key: resolve_import(value) if (method, key) in import_paths and ":" in value else value
+            key: resolve_import(value) if (method, key) in import_paths and ":" in value and not gym_module_id(value) else value
             for key, value in kwargs.items()
         }
         if method == "rl_module":

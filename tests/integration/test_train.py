@@ -238,3 +238,28 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path, signum):
     ckpts = list((run / "checkpoints").glob("checkpoint_*/raytrain_state.json"))
     assert len(ckpts) == 1
     assert f"raytrain train --resume {run}" in err
+
+
+LAB_IDS = '''
+import gymnasium
+
+# What a package of envs does when imported (ale_py, minigrid, ...): register its ids.
+gymnasium.register("Lab/ShortPole-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=20)
+'''
+
+
+def test_an_id_a_module_registers_trains_by_gymnasiums_module_id_form(ray_session, tmp_path, monkeypatch):
+    """`env: lab_ids:Lab/ShortPole-v0`, as gymnasium.make and RLlib take it (RLlib's Atari examples:
+    `ale_py:ALE/Pong-v5`). raytrain read it as an import path and refused it ("module 'lab_ids' has no
+    attribute 'Lab/ShortPole-v0'"); the bare id, whose package was not imported, named an unrelated id."""
+    (tmp_path / "lab_ids.py").write_text(LAB_IDS)
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "ids.yaml"
+    config.write_text(SMALL.format(storage=tmp_path / "results").replace("CartPole-v1", "lab_ids:Lab/ShortPole-v0"))
+    bare = invoke(["train", str(config), "--set", "environment.env=Lab/ShortPole-v0"])
+    assert bare.exit_code == 2, bare.output
+    assert "'PACKAGE:Lab/ShortPole-v0'" in bare.output
+    result = invoke(["train", str(config)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (_run_dir(result.stdout) / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["env_runners/episode_return_max"] for r in rows) <= 20  # the id's own 20-step limit: its env ran

@@ -292,3 +292,13 @@ def test_default_name_is_a_folder_name():
     assert as_folder_name("ppo_Pong-v5") == "ppo_Pong-v5"
     for text in ("ppo_My Env", "../x", "..", "", "ppo_é"):
         assert folder_name(as_folder_name(text)) == as_folder_name(text)
+
+
+def test_an_id_of_another_packages_namespace_names_the_module_id_form(write_yaml):
+    """Atari's ids exist once ale_py is imported; the nearest registered id ('Ant-v5') was no help."""
+    (msg,) = errors_of(write_yaml("environment: {env: ALE/Pong-v5}\n"))
+    assert "no Gymnasium id of the namespace 'ALE' is registered" in msg
+    assert "'ale_py:ALE/Pong-v5' (pip install ale-py)" in msg and "Ant-v5" not in msg
+    (msg,) = errors_of(write_yaml("environment: {env: 'gymnasium.envs:CartPol-v1'}\n"))
+    assert "importing 'gymnasium.envs' registered no Gymnasium id 'CartPol-v1'; did you mean 'CartPole-v1'" in msg
+    assert load_config(write_yaml("environment: {env: 'gymnasium:CartPole-v1'}\n"), []).config.environment.env

@@ -150,3 +150,19 @@ def test_raytrains_own_import_paths_leave_the_path_alone(tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)
     resolve_import("raytrain.rllib.callbacks:RaytrainCallbacks")
     assert str(tmp_path) not in sys.path
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("ale_py:ALE/Pong-v5", ("ale_py", "ALE/Pong-v5")),
+    ("minigrid:MiniGrid-Empty-5x5-v0", ("minigrid", "MiniGrid-Empty-5x5-v0")),
+    ("pkg.envs:Walk", None),  # an object's import path
+    ("pkg.envs:Outer.Walk", None),
+    ("CartPole-v1", None),
+    ("ALE/Pong-v5", None),
+    (":ALE/Pong-v5", None),
+    ("ale_py:", None),
+])
+def test_gymnasiums_module_id_form(path, expected):
+    from raytrain.imports import gym_module_id
+
+    assert gym_module_id(path) == expected
