@@ -179,19 +179,12 @@ def start(
         TrainError: the cluster cannot be joined.
         ConfigError: the joined Ray cannot place the config's actors (nothing built or written; exit 2).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from raytrain.quiet import quiet_ray
-    from raytrain.ray_session import connect_ray
-    from raytrain.training import Trainer, check_train_cpus, connected_ray, preload_for_build
+    from raytrain.training import Trainer, check_train_cpus, connect_for_build, connected_ray
 
     cfg = prepared.cfg
     messages = quiet_ray()  # Ray's own messages: into the run folder's ray.log (--verbose: to the terminal)
-    # What the Algorithm's build will import (seconds) is imported while Ray starts.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        preloaded = pool.submit(preload_for_build, cfg)
-        ray_where = connect_ray(prepared.address)
-        preloaded.result()
+    ray_where = connect_for_build(prepared.address)
     assert prepared.source is not None  # prepare() sets it
     check_train_cpus(cfg, prepared.source, connected_ray(ray_where))
 

@@ -90,17 +90,29 @@ def cpu_field(cfg: RaytrainConfig) -> tuple[str, str]:
     return "resources.num_cpus_for_main_process", ""
 
 
-def preload_for_build(cfg: RaytrainConfig) -> None:
+def connect_for_build(address: str | None) -> str:
+    """`connect_ray(address)`, with what building an Algorithm will import (seconds) imported while Ray starts."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from raytrain.ray_session import connect_ray
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        preloaded = pool.submit(preload_for_build)
+        where = connect_ray(address)
+        preloaded.result()
+    return where
+
+
+def preload_for_build() -> None:
     """Import what building the Algorithm will import, so that it can be done while Ray starts.
 
-    With a seed, RLlib calls `torch.use_deterministic_algorithms(True)`, which in torch 2.13 imports
-    `torch._inductor.config` and with it TorchDynamo and Inductor: about 1.7 s of imports in the middle
-    of the build. Done here, in parallel with `ray.init()`, it costs the build nothing.
+    The learner's optimizer imports TorchDynamo, and with it Inductor, when it is created (torch 2.13 wraps
+    `Optimizer.__init__` in `torch._disable_dynamo`); with a seed, RLlib's `torch.use_deterministic_algorithms
+    (True)` imports `torch._inductor.config` even before that. About 1 s of imports in the middle of the build,
+    with or without a seed; done here, in parallel with `ray.init()`, they cost the build nothing.
     """
-    import torch  # noqa: F401
-
-    if cfg.experiment.seed is not None:
-        import torch._inductor.config  # noqa: F401
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.config  # noqa: F401
 
 
 @dataclass(frozen=True)

@@ -152,11 +152,11 @@ def _eval(checkpoint: Path, episodes: int, explore: bool, seed: int | None, json
 
     plan = plan_eval(checkpoint, seed, on_skip=_warn)  # not a checkpoint, bad config: exit 2 before Ray
     from raytrain.quiet import quiet_ray
-    from raytrain.ray_session import connect_ray
+    from raytrain.training import connect_for_build
 
     messages = quiet_ray()  # Ray's and RLlib's own warnings: off the terminal (--verbose prints them); eval writes nothing
     try:
-        connect_ray(None)
+        connect_for_build(None)
         result = evaluate(plan, episodes, explore)
     finally:
         if messages is not None:
