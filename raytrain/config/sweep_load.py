@@ -84,10 +84,7 @@ class LoadedSweep:
         self.sweep.name = f"{base}_{i}"
         if issues := self.name_issues():  # `<name>_<i>` may be a symlink that leads out
             raise ConfigError(issues)
-        return (
-            f"notice: {old} already holds an experiment (continue it with `raytrain tune resume {old}`); "
-            f"this sweep goes to {self.experiment_dir}"
-        )
+        return f"notice: {old} already holds {_experiment_there(old)}; this sweep goes to {self.experiment_dir}"
 
     def import_paths(self) -> list[str]:
         """The user's code the sweep names by import path: the env's class and PBT's explore function."""
@@ -331,3 +328,18 @@ def _check_storage_path(storage_path: str, probe: bool, issue: Issue) -> None:
     problem = _check_storage(storage_path) if probe else None
     if problem:
         issue(("checkpoint", "storage_path"), problem)
+
+
+def _experiment_there(folder: Path) -> str:
+    """What the notice of `take_free_name` says of the experiment in `folder`, and what can be done with it."""
+    import json
+
+    from raytrain.tune import state
+
+    try:
+        plan = json.loads((folder / "raytrain_sweep.json").read_text()).get("plan")
+    except (OSError, ValueError, AttributeError):
+        plan = None
+    if state.finished(folder, plan) is not None:
+        return f"a finished experiment (its leaderboard: `raytrain tune status {folder}`)"
+    return f"an experiment (continue it with `raytrain tune resume {folder}`)"

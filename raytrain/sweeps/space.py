@@ -116,3 +116,12 @@ def domain(spec: DomainSpec) -> Any:
 def nest(overrides: dict[str, Any]) -> dict[str, Any]:
     """{dotted key: x} where a trial's Tune config keeps it (Tune matches mutations and points by config path)."""
     return {TRIAL_KEY: {"overrides": overrides}}
+
+
+def grid_size(space: dict[str, Any]) -> int:
+    """How many combinations the `grid_search` specs of a space (`domain_spec` dicts) make: 1 without any."""
+    size = 1
+    for spec in space.values():
+        if isinstance(spec, dict) and "grid_search" in spec:
+            size *= len(spec["grid_search"])
+    return size

@@ -15,7 +15,7 @@ from raytrain.errors import ConfigError, ConfigIssue
 from raytrain.sweeps import ALGORITHMS, TUNE_CLASSES
 from raytrain.sweeps.base import KeyPath, Spec
 from raytrain.sweeps.pbt import ExploreAdapter  # noqa: F401  (the tuner.pkl of older PBT sweeps names it here)
-from raytrain.sweeps.space import DomainSpec, domain, domain_spec
+from raytrain.sweeps.space import domain, domain_spec, grid_size
 from raytrain.tune import TRIAL_KEY
 
 if TYPE_CHECKING:
@@ -26,22 +26,9 @@ Plan = dict[str, Any]
 """Everything Tune is given, as JSON-ready data (what `tune --dry-run` shows)."""
 
 
-def _grid_size(space: dict[str, DomainSpec]) -> int:
-    size = 1
-    for spec in space.values():
-        if "grid_search" in spec:
-            size *= len(spec["grid_search"])
-    return size
-
-
 def trial_count(loaded: LoadedSweep) -> int:
     """How many trials the sweep starts: num_samples, times the size of the grid when the space has one."""
-    return loaded.sweep.search.num_samples * _grid_size({k: domain_spec(d) for k, d in loaded.sweep.space.items()})
-
-
-def planned_trials(plan_: Plan) -> int:
-    """`trial_count` of the sweep a `plan()` was made for (an experiment's raytrain_sweep.json keeps it)."""
-    return int(plan_["tune_config"]["num_samples"]) * _grid_size(plan_["param_space"][TRIAL_KEY]["overrides"])
+    return loaded.sweep.search.num_samples * grid_size({k: domain_spec(d) for k, d in loaded.sweep.space.items()})
 
 
 def plan(loaded: LoadedSweep) -> Plan:
@@ -51,7 +38,7 @@ def plan(loaded: LoadedSweep) -> Plan:
     space = {k: domain_spec(d) for k, d in s.space.items()}
     for key, spec in algorithm.space(s).items():
         space.setdefault(key, spec)
-    if algorithm.seeds_trials and "experiment.seed" not in space and s.search.num_samples * _grid_size(space) > 1:
+    if algorithm.seeds_trials and "experiment.seed" not in space and s.search.num_samples * grid_size(space) > 1:
         # Different seeds per trial, drawn reproducibly from search.seed: otherwise trials with the same
         # hyperparameters are copies of each other (and PBT populations lose their diversity).
         space["experiment.seed"] = {"randint": [0, 1_000_000]}

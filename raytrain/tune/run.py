@@ -223,7 +223,7 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     if not isinstance(meta.get("base"), dict):
         raise ConfigError([ConfigIssue(meta_file, "base", "is not a train config")])
     cfg = load_source(Source(copy.deepcopy(meta["base"]), {}, meta_file)).config
-    finished = _all_finished(exp_dir, meta)
+    finished = state.finished(exp_dir, meta.get("plan"))
     if finished is not None:  # nothing will be built: RLlib's checks (seconds of imports) are not needed
         return Resumable(exp_dir, cfg, finished)
     try:
@@ -231,21 +231,6 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(meta_file, "base", f"RLlib rejects the experiment's base config: {exc}")]) from None
     return Resumable(exp_dir, cfg)
-
-
-def _all_finished(exp_dir: Path, meta: dict[str, Any]) -> int | None:
-    """The number of trials when Tune's state holds every trial the sweep plans and each is TERMINATED."""
-    from raytrain.tune.build import planned_trials
-
-    statuses = [trial.get("status") for trial, _ in state.trials(exp_dir)]
-    try:
-        planned = planned_trials(meta["plan"])
-    except (KeyError, TypeError, ValueError):  # an experiment written before the plan was recorded
-        return None
-    if statuses and len(statuses) >= planned and all(status == "TERMINATED" for status in statuses):
-        return len(statuses)
-    return None
-
 
 
 def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:

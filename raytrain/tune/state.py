@@ -68,6 +68,23 @@ def trials(exp_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return found
 
 
+def finished(exp_dir: Path, plan: Any) -> int | None:
+    """How many trials the experiment has when every trial its `plan` (raytrain_sweep.json's) makes is in the
+    newest state and TERMINATED: a resume would have nothing to do. None otherwise (a trial running, paused,
+    errored or not yet made), and for a plan that does not say."""
+    from raytrain.sweeps.space import grid_size
+    from raytrain.tune import TRIAL_KEY
+
+    try:
+        planned = int(plan["tune_config"]["num_samples"]) * grid_size(plan["param_space"][TRIAL_KEY]["overrides"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    statuses = [trial.get("status") for trial, _ in trials(exp_dir)]
+    if statuses and len(statuses) >= planned and all(status == "TERMINATED" for status in statuses):
+        return len(statuses)
+    return None
+
+
 def broken(exp_dir: Path) -> tuple[Path, bool] | None:
     """(the state file, whether a complete copy exists) when the newest state is not whole; None when it is."""
     path = newest_state(exp_dir)

@@ -290,7 +290,7 @@ def test_a_second_run_never_touches_the_first_experiment(ray_session, workdir, t
     before = {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}
     again = invoke(["tune", str(path)])
     assert again.exit_code == 0, again.output
-    assert f"{first} already holds an experiment" in again.output and "raytrain tune resume" in again.output
+    assert f"{first} already holds a finished experiment (its leaderboard: `raytrain tune status {first}`)" in again.output
     assert (tmp_path / "results" / "twice_2" / "best.yaml").is_file()
     assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
 

@@ -463,3 +463,15 @@ def test_a_sweep_with_work_left_is_resumed(sweep, tmp_path, statuses):
     from raytrain.tune.run import check_resume
 
     assert check_resume(_experiment_with_trials(sweep, statuses)).finished is None
+
+
+@pytest.mark.parametrize(("statuses", "said"), [
+    (["TERMINATED", "TERMINATED"], "a finished experiment (its leaderboard: `raytrain tune status {exp}`)"),
+    (["TERMINATED", "PAUSED"], "an experiment (continue it with `raytrain tune resume {exp}`)"),
+])
+def test_a_sweep_moved_to_a_free_name_says_what_the_taken_one_holds(sweep, tmp_path, statuses, said):
+    """A finished experiment has nothing to resume: the notice named `tune resume` for it too."""
+    exp = _experiment_with_trials(sweep, statuses)
+    result = invoke("tune", "--dry-run", str(tmp_path / "sweep.yaml"))
+    assert result.exit_code == 0, result.output
+    assert f"notice: {exp} already holds {said.format(exp=exp)}; this sweep goes to {exp}_2" in result.output
