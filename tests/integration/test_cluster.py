@@ -253,6 +253,20 @@ def test_default_local_cluster_file_on_a_fresh_host(lab, tmp_path):
     assert lab.processes("w1", "raylet|gcs_server") == []
 
 
+def _as_if_killed_while_running(exp: Path) -> None:
+    """Make Tune's state of the finished sweep in `exp` what a driver killed during its trials leaves: each
+    trial RUNNING (as test_tune's kill -9 finds it), so that `tune resume` has them to continue."""
+    for state_file in exp.glob("experiment_state-*.json*"):
+        data = json.loads(state_file.read_text())
+        trials = []
+        for trial, runtime in data["trial_data"]:
+            fields = json.loads(trial)
+            fields["status"] = "RUNNING"
+            trials.append([json.dumps(fields), runtime])
+        data["trial_data"] = trials
+        state_file.write_text(json.dumps(data))
+
+
 def test_tune_refuses_storage_that_a_node_does_not_share(lab, tmp_path):
     """`raytrain tune --cluster` and `tune resume` check the checkpoint path on every alive node before starting."""
     path = cluster_file(lab, tmp_path, "labtune")
@@ -270,6 +284,7 @@ def test_tune_refuses_storage_that_a_node_does_not_share(lab, tmp_path):
         assert up.returncode == 0, up.stderr[-3000:]
         ok = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain tune {sweep} --name shared_ok --cluster {path}", timeout=300)
         assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+        _as_if_killed_while_running(first)  # a finished sweep has nothing to resume, and resume checks nothing
         assert lab.on("w1", f"mount --bind {private} {shared}").returncode == 0
         resume = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain tune resume {first} --cluster {path}", timeout=300)
         assert resume.returncode == 1, resume.stdout[-2000:] + resume.stderr[-2000:]
