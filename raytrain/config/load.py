@@ -163,10 +163,8 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
 
         if env_id in gymnasium.envs.registry:
             return []
-        near = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ""
         return [ConfigIssue(where, "environment.env", (
-            f"importing {module_name!r} registered no Gymnasium id {env_id!r}{hint} ('module:EnvId' is Gymnasium's "
+            f"importing {module_name!r} registered no Gymnasium id {env_id!r}{_nearest_ids(env_id)} ('module:EnvId' is Gymnasium's "
             "form for an id that a package registers when imported; a custom env class is written 'pkg.module:Class')"))]
     if ":" in env:
         module_name, _, attr = env.partition(":")
@@ -201,16 +199,22 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
             f"no Gymnasium id of the namespace {namespace!r} is registered: the package that provides it registers "
             f"them when imported, so name it first, as gymnasium.make takes it: {example}; a custom env is written "
             "'pkg.module:Class'"))]
-    near = difflib.get_close_matches(env, list(registry), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ""
     return [
         ConfigIssue(
             where,
             "environment.env",
-            f"{env!r} is not a registered Gymnasium id{hint} (a custom env is written 'pkg.module:Class'; an id "
+            f"{env!r} is not a registered Gymnasium id{_nearest_ids(env)} (a custom env is written 'pkg.module:Class'; an id "
             "another package registers, 'package:EnvId')",
         )
     ]
+
+
+def _nearest_ids(env_id: str) -> str:
+    """`; did you mean 'A', 'B'?` for the registered Gymnasium ids nearest `env_id`, or nothing."""
+    import gymnasium
+
+    near = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=3, cutoff=0.5)
+    return f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ""
 
 
 KNOWN_NAMESPACES = {"ALE": "ale_py"}
