@@ -335,9 +335,10 @@ def _experiment_there(folder: Path) -> str:
     import json
 
     from raytrain.tune import state
+    from raytrain.tune.results import META_FILE
 
     try:
-        plan = json.loads((folder / "raytrain_sweep.json").read_text()).get("plan")
+        plan = json.loads((folder / META_FILE).read_text()).get("plan")
     except (OSError, ValueError, AttributeError):
         plan = None
     if state.finished(folder, plan) is not None:
