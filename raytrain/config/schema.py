@@ -149,7 +149,7 @@ class ExperimentConfig(_Section):
     seed: Annotated[Seed | None, RLlib(call="debugging")] = None
     """Seed for RLlib (env runners, learners, envs), 0 to 2**31-1. Unset: not seeded."""
     storage_path: str = "~/raytrain_results"
-    """Absolute directory for run folders (`~` is expanded). On a cluster: a shared (NFS) path."""
+    """Absolute directory for run folders (`~` is expanded). On a cluster: a shared (NFS) path. A sweep over this config keeps its experiment here too unless its `checkpoint.storage_path` says otherwise (and takes the checkpoint settings below the same way)."""
     checkpoint_frequency: int = Field(default=10, ge=0)
     """Save a checkpoint every this many training iterations (0: only at the end and on Ctrl-C)."""
     num_to_keep: int | None = Field(default=None, ge=1)

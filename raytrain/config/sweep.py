@@ -39,7 +39,7 @@ class SearchConfig(Section):
 
 
 class CheckpointConfig(Section):
-    """Trial checkpoints."""
+    """Trial checkpoints. A key this section leaves out is taken from the base config's `experiment` section where that sets it (`storage_path`, `checkpoint_frequency`, `num_to_keep`, `checkpoint_at_end`), else its default here."""
 
     storage_path: str = "~/raytrain_results"
     """Absolute directory for the experiment (`~` expanded). On a cluster: the shared (NFS) mount, the same path on every node."""
@@ -70,7 +70,7 @@ class SweepConfig(Section):
     train: dict[str, Any] | None = None
     """The train config, embedded (same format as `raytrain train` files)."""
     set: dict[str, Any] = Field(default_factory=dict)
-    """Fixed overrides of the base config for every trial ({dotted key: value}); not `stop` (the sweep's own `stop`) nor experiment.name, storage_path and checkpoint settings (the sweep's `name` and `checkpoint`), which a trial does not use."""
+    """Fixed overrides of the base config for every trial ({dotted key: value}); not `stop` (the sweep's own `stop`) nor experiment.name, storage_path and checkpoint settings (the sweep's `name` and `checkpoint`, which default to the base config's), which a trial does not use."""
     search: SearchConfig = Field(default_factory=SearchConfig)
     """Search algorithm, samples, metric."""
     space: dict[str, Distribution] = Field(default_factory=dict)

@@ -231,9 +231,10 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
         raise ConfigError(pydantic_issues(exc, source, SweepConfig)) from None
     issues: list[ConfigIssue] = []
     warnings: list[str] = []
+    taken: dict[KeyPath, str] = {}  # the sweep's settings taken from the base config, and their key there
 
     def issue(key_path: KeyPath, message: str) -> None:
-        issues.append(ConfigIssue(source.where(key_path), ".".join(key_path), message))
+        issues.append(ConfigIssue(source.where(key_path), taken.get(key_path, ".".join(key_path)), message))
 
     try:
         base = _load_base(path, sweep, source, issue)
@@ -241,6 +242,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
         raise ConfigError(issues + exc.issues) from None
     notices += base.notices
     warnings += base.warnings
+    taken.update(_take_checkpoint_settings(sweep, source, base))
     _check_algorithm(sweep, issue, warnings.append)
     _check_hyperparameters(sweep, source, base.source, issue)
     known = known_metrics(base.config.experiment.return_window, base.config.evaluation.evaluation_interval is not None)
@@ -287,6 +289,26 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
             if (where := source.where(("stop", key))) is not None:
                 base_source.origins[("stop", key)] = where
     return load_source(base_source)
+
+
+def _take_checkpoint_settings(sweep: SweepConfig, source: Source, base: LoadedConfig) -> dict[KeyPath, str]:
+    """The base config's experiment.storage_path and checkpoint settings that it writes and the sweep's
+    `checkpoint:` does not: the sweep takes them, so a base config that names the lab's shared folder keeps
+    the sweep's checkpoints there too. Their origins become the base config's lines.
+
+    Returns {the sweep's key path: the base config's dotted key} of each setting taken.
+    """
+    written = base.config.experiment.model_fields_set
+    taken: dict[KeyPath, str] = {}
+    for key, own in SWEEP_OWNS.items():
+        name, (section, _, field_name) = key.partition(".")[2], own.partition(".")
+        if section != "checkpoint" or name not in written or field_name in sweep.checkpoint.model_fields_set:
+            continue
+        setattr(sweep.checkpoint, field_name, getattr(base.config.experiment, name))  # the same bounds as there
+        if (where := base.source.where(("experiment", name))) is not None:
+            source.origins[(section, field_name)] = where
+        taken[(section, field_name)] = key
+    return taken
 
 
 def _check_algorithm(sweep: SweepConfig, issue: Issue, warn: Callable[[str], None]) -> None:

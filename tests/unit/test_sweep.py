@@ -466,3 +466,41 @@ def test_sweep_space_values_are_checked_as_train_values(sweep_file):
     # A sampled value goes through the train schema: a choice of a negative lr is refused before any trial.
     msg = errors(sweep_file("space: {training.lr: {distribution: choice, values: [0.001, -1]}}\n"))
     assert "training.lr" in msg and "greater than 0" in msg
+
+
+# --- the base config's experiment.storage_path and checkpoint settings -----------------------------------
+
+
+def test_a_sweep_keeps_its_checkpoints_where_the_base_config_says(tmp_path):
+    """A base config that names the lab's shared folder keeps a sweep over it there: the base config's
+    experiment.storage_path and checkpoint settings are the sweep's defaults, its own `checkpoint:` wins."""
+    shared = tmp_path / "nfs" / "results"
+    (tmp_path / "base.yaml").write_text(BASE.replace(
+        "experiment: {name: base, seed: 1}",
+        f"experiment: {{name: base, seed: 1, storage_path: {shared}, checkpoint_frequency: 3, num_to_keep: 4, "
+        "checkpoint_at_end: false}",
+    ))
+    (tmp_path / "s.yaml").write_text("base: base.yaml\ncheckpoint: {frequency: 7}\n")
+    loaded = load_sweep(tmp_path / "s.yaml")
+    assert loaded.experiment_dir == shared / "base_random"
+    run = plan(loaded)["run_config"]
+    assert run["storage_path"] == str(shared)
+    assert run["checkpoint_config"] == {"num_to_keep": 4, "checkpoint_frequency": 7, "checkpoint_at_end": False}
+    (tmp_path / "s.yaml").write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'own'}}}\n")
+    assert load_sweep(tmp_path / "s.yaml").experiment_dir == tmp_path / "own" / "base_random"
+
+
+def test_an_error_in_a_setting_the_sweep_takes_from_its_base_names_the_base_config(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    (tmp_path / "base.yaml").write_text(
+        f"experiment:\n  name: base\n  storage_path: {blocker}/sub\n  num_to_keep: 1\nenvironment: {{env: CartPole-v1}}\n"
+    )
+    (tmp_path / "s.yaml").write_text(
+        "base: base.yaml\nsearch: {algorithm: pbt, num_samples: 2}\n"
+        "pbt: {hyperparam_mutations: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}}\n"
+    )
+    found = errors(tmp_path / "s.yaml")
+    assert f"base.yaml:3: experiment.storage_path: not writable: {blocker} is not a directory" in found
+    assert "base.yaml:4: experiment.num_to_keep: 1 is too few for PBT" in found
+    assert "checkpoint." not in found
