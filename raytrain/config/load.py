@@ -238,12 +238,17 @@ def _takes_no_config(obj: object) -> str | None:
 
 
 def _check_stop(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
-    from raytrain.metrics import known_metrics
+    from raytrain.metrics import counts_from_zero, known_metrics
 
     known = known_metrics(cfg.experiment.return_window, cfg.evaluation.evaluation_interval is not None)
     issues = []
-    for key in cfg.stop:
+    for key, threshold in cfg.stop.items():
         if key in known:
+            if counts_from_zero(key) and threshold <= 0:
+                issues.append(ConfigIssue(source.where(("stop", key)), f"stop.{key}", (
+                    f"{threshold:g} is passed by the first iteration: {key} counts up from 0, so the run would stop "
+                    "after one iteration whatever it reached; give a threshold > 0 (or leave the key out)"
+                )))
             continue
         near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
         if key.startswith("evaluation/") and cfg.evaluation.evaluation_interval is None:

@@ -92,6 +92,20 @@ def test_stop_metric_never_reported_is_an_error(write_yaml):
     assert "never reports" in msg and "did you mean 'env_runners/episode_return_mean'" in msg
 
 
+@pytest.mark.parametrize("key, value", [
+    ("training_iteration", 0), ("time_total_s", -5), ("num_env_steps_sampled_lifetime", 0),
+    ("raytrain/episodes_total", -1),
+])
+def test_a_counter_stop_threshold_that_every_run_passes_at_once_is_an_error(write_yaml, key, value):
+    """A counter starts at 0 and only grows: a threshold <= 0 stops after the first iteration whatever it
+    reached, which no one means (a return's threshold may be anything: Pendulum's is negative)."""
+    path = write_yaml(f"environment: {{env: CartPole-v1}}\nstop:\n  {key}: {value}\n")
+    (msg,) = errors_of(path)
+    assert msg.startswith(f"{path}:3: stop.{key}: {value} is passed by the first iteration")
+    assert "give a threshold > 0" in msg
+    load_config(write_yaml("environment: {env: Pendulum-v1}\nstop: {env_runners/episode_return_mean: -300}\n", "ok.yaml"))
+
+
 def test_evaluation_metric_needs_evaluation(write_yaml):
     (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\nstop: {evaluation/env_runners/episode_return_mean: 1}\n"))
     assert "evaluation.evaluation_interval" in msg
