@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,13 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
             return [ConfigIssue(where, "environment.env", f"module {module_name!r} has no attribute {attr!r}")]
         if not callable(obj):
             return [ConfigIssue(where, "environment.env", f"{env} is not a class or factory")]
+        import gymnasium
+
+        if inspect.isbuiltin(obj) or isinstance(obj, type) and not issubclass(obj, gymnasium.Env):
+            what = "a built-in function" if inspect.isbuiltin(obj) else "a class that is not a gymnasium.Env"
+            return [ConfigIssue(where, "environment.env", (
+                f"{env} is {what}, not a gymnasium.Env class or a Python function that makes one: name the env's class "
+                "'pkg.module:Class' (a subclass of gymnasium.Env)"))]
         if (takes := _takes_no_config(obj)) is not None:
             init = "its __init__" if isinstance(obj, type) else "it"
             return [ConfigIssue(where, "environment.env", (

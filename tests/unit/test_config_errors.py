@@ -63,8 +63,8 @@ def test_custom_env_import_path_checked(write_yaml):
 
 
 @pytest.mark.parametrize(("source", "shown"), [
-    ("class Walk:\n    def __init__(self):\n        pass\n", "Walk() cannot be called as Walk(env_config)"),
-    ("class Walk:\n    def __init__(self, size, render_mode):\n        pass\n",
+    ("import gymnasium\nclass Walk(gymnasium.Env):\n    def __init__(self):\n        pass\n", "Walk() cannot be called as Walk(env_config)"),
+    ("import gymnasium\nclass Walk(gymnasium.Env):\n    def __init__(self, size, render_mode):\n        pass\n",
      "Walk(size, render_mode) cannot be called as Walk(env_config)"),
     ("def Walk():\n    return None\n", "Walk() cannot be called as Walk(env_config)"),
 ])
@@ -78,6 +78,17 @@ def test_an_env_that_cannot_take_rllibs_env_config_is_refused_before_ray(write_y
     (msg,) = errors_of(path)
     assert msg.startswith(f"{path}:2: environment.env: {shown}, which is how RLlib creates the env in every env runner: ")
     assert "one parameter for it, the others with defaults (e.g. `config=None`" in msg
+
+
+@pytest.mark.parametrize("env, said", [
+    ("os:system", "os:system is a built-in function, not a gymnasium.Env class or a Python function that makes one"),
+    ("collections:OrderedDict", "collections:OrderedDict is a class that is not a gymnasium.Env"),
+])
+def test_an_env_import_path_to_something_that_is_no_env_is_an_error(write_yaml, env, said):
+    """Found at check time, not in every env runner after Ray has started."""
+    path = write_yaml(f"environment:\n  env: '{env}'\n")
+    (msg,) = errors_of(path)
+    assert msg.startswith(f"{path}:2: environment.env: {said}")
 
 
 def test_custom_env_class_accepted(write_yaml):
