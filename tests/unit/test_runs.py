@@ -440,3 +440,24 @@ def test_eval_of_the_folder_of_a_train_experiment_names_its_latest_run(run_dir, 
     assert result.exit_code == 2, result.output
     assert (f"holds 4 run folders of `raytrain train` (..., 2026-01-02_00-00-00, 2026-01-03_00-00-00, 2026-01-04_00-00-00): "
             f"give one, the latest being `raytrain eval {experiment / '2026-01-04_00-00-00'}`") in " ".join(result.output.split())
+
+
+def test_eval_of_a_storage_path_names_the_experiments_in_it(run_dir, no_ray_start, tmp_path):
+    """`raytrain eval ~/raytrain_results` (the storage path, one level too high) lists what it could mean."""
+    storage = run_dir.parent.parent
+    (storage / "cartpole_pbt").mkdir()
+    (storage / "cartpole_pbt" / "leaderboard.json").write_text("[]")
+    (storage / "cartpole_pbt" / "raytrain_sweep.json").write_text("{}")
+    (storage / "cartpole_asha").mkdir()
+    (storage / "cartpole_asha" / "raytrain_sweep.json").write_text("{}")
+    (storage / "notes").mkdir()
+    os.utime(storage / "cartpole_pbt", (1_000_000, 1_000_000))  # the example is the newest that can be evaluated
+    result = runner.invoke(app, ["eval", str(storage)])
+    assert result.exit_code == 2, result.output
+    assert (f"{storage} is a storage path of 3 experiments: cartpole_asha (a sweep that has not finished), "
+            "cartpole_pbt (a sweep), tiny (1 run of `raytrain train`): give one, e.g. "
+            f"`raytrain eval {storage / 'tiny'}`") in " ".join(result.output.split())
+    result = runner.invoke(app, ["eval", str(storage / "cartpole_asha")])
+    assert result.exit_code == 2, result.output
+    assert (f"{storage / 'cartpole_asha'} is a sweep that has not finished (no leaderboard yet): give one of its "
+            f"trial folders (`raytrain tune status {storage / 'cartpole_asha'}` lists them)") in " ".join(result.output.split())
