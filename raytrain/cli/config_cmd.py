@@ -175,7 +175,10 @@ def import_rllib(
     result = convert(source, experiment)
     # Validate a copy through the same path `raytrain train` takes (aliases, schema, env, stop).
     loaded = load_source(Source(json.loads(json.dumps(result.data)), {}, str(file)))
-    text = yaml.safe_dump(loaded.config.to_yaml_dict(), sort_keys=False)
+    data = loaded.config.to_yaml_dict(only_written=True)
+    if "stop" in data:  # thresholds are floats; a count reads as one (100000, not 100000.0)
+        data["stop"] = {k: int(v) if float(v).is_integer() else v for k, v in data["stop"].items()}
+    text = yaml.safe_dump(data, sort_keys=False)
     header = f"# Converted from {file} by `raytrain config import-rllib`.\n"
     if result.untranslated:
         header += "# Not translated (no counterpart on RLlib's new API stack or in raytrain):\n"

@@ -430,9 +430,13 @@ class RaytrainConfig(BaseModel):
         """Name of the running-mean return metric for this config's window."""
         return f"raytrain/episode_return_mean_{self.experiment.return_window}"
 
-    def to_yaml_dict(self) -> dict[str, Any]:
-        """The config as a YAML-ready dict with the user-facing (new) names, unset fields left out."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+    def to_yaml_dict(self, *, only_written: bool = False) -> dict[str, Any]:
+        """The config as a YAML-ready dict with the user-facing (new) names, unset fields left out.
+
+        only_written: also leave out every field at its default that the file did not write (a converted
+        file stays short and portable: `~/raytrain_results`, not the converting machine's home).
+        """
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=only_written)
 
 
 SECTIONS: dict[str, type[_Section]] = {

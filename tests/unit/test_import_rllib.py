@@ -36,6 +36,23 @@ def test_import_converts_and_lists_untranslated(data_dir, tmp_path):
     load_config(out)
 
 
+def test_import_writes_only_what_the_old_file_set(data_dir, tmp_path, monkeypatch):
+    """Defaults stay defaults: the converted file is portable (no `/root/raytrain_results` of the machine that
+    converted it) and short, and a count reads as one (100000, not 100000.0)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "converter"))
+    out = tmp_path / "new.yaml"
+    result = CliRunner().invoke(app, ["config", "import-rllib", str(data_dir / "rllib_cartpole_ppo.yaml"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    data = yaml.safe_load(text)
+    assert set(data) == {"experiment", "environment", "env_runners", "training", "model", "stop"}
+    assert data["experiment"] == {"name": "cartpole-ppo", "checkpoint_frequency": 5}
+    assert data["environment"] == {"env": "CartPole-v1"}
+    assert "converter" not in text and "  num_env_steps_sampled_lifetime: 100000\n" in text
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert load_config(out).config.experiment.storage_path == str(tmp_path / "user" / "raytrain_results")
+
+
 def test_import_refuses_other_algorithms(write_yaml):
     path = write_yaml("x:\n  env: CartPole-v1\n  run: DQN\n  config: {}\n")
     result = CliRunner().invoke(app, ["config", "import-rllib", str(path)])
