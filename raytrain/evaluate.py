@@ -64,6 +64,8 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         raise UsageError(f"{path} is an incomplete checkpoint (being written or deleted, or abandoned); give a complete one")
     if (p / STATE_FILE).is_file():
         return p
+    if RunFolder(p.parent).checkpoints_dir == p and (p.parent / "config.yaml").is_file():
+        p = p.parent  # a run's checkpoints folder: the run, its latest checkpoint
     if (p / "config.yaml").is_file():
         latest = RunFolder(p).latest_checkpoint(on_skip)
         if latest is not None:

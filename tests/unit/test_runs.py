@@ -258,6 +258,17 @@ def test_eval_of_a_run_without_checkpoints_says_so(run_dir, no_ray_start):
         assert result.exit_code == 2 and "run folder without a complete checkpoint" in result.output
 
 
+def test_eval_of_a_runs_checkpoints_folder_takes_its_latest_checkpoint(run_dir, no_ray_start):
+    """`raytrain eval RUN/checkpoints` (a tab completion away from the run folder) means the run: its latest
+    complete checkpoint. It was told it held 'run folders of raytrain train' named checkpoint_<n>."""
+    from raytrain.evaluate import resolve_checkpoint
+
+    _checkpoint(run_dir, "checkpoint_000002", 2)
+    _checkpoint(run_dir, "checkpoint_000004", 4)
+    _checkpoint(run_dir, "checkpoint_000006.partial", 6)
+    assert resolve_checkpoint(run_dir / "checkpoints") == run_dir / "checkpoints" / "checkpoint_000004"
+
+
 def test_eval_of_a_partial_checkpoint_exit_2(run_dir, no_ray_start):
     partial = _checkpoint(run_dir, "checkpoint_000003.partial", 3)
     result = runner.invoke(app, ["eval", str(partial)])
