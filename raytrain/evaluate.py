@@ -12,7 +12,7 @@ from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
 from raytrain.runs import STATE_FILE, RunFolder, absolute
-from raytrain.tune.results import META_FILE
+from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, newest
 
 
 @dataclass
@@ -78,7 +78,7 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         if trial:
             return trial[-1]
         raise UsageError(f"{path} is a sweep trial without a checkpoint (nothing to evaluate yet)")
-    if (p / "leaderboard.json").is_file():
+    if (p / LEADERBOARD_FILE).is_file():
         best = _best_checkpoint(p)
         if best is not None:
             return best
@@ -94,33 +94,15 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         raise UsageError(f"{path} holds {len(runs)} run folder{'s' if len(runs) > 1 else ''} of `raytrain train` "
                          f"({'..., ' if len(runs) > 3 else ''}{', '.join(runs[-3:])}): give one, the latest being "
                          f"`raytrain eval {Path(path) / runs[-1]}`")
-    experiments = _experiments_in(p) if p.is_dir() else []
-    if experiments:
+    if found := experiments_in(p):
         # storage_path itself: one level above what eval takes.
-        shown = [f"{name} ({what})" for name, what, _ in sorted(experiments)]
-        done = [(mtime, name) for name, _, mtime in experiments if mtime is not None]
-        example = f": give one, e.g. `raytrain eval {Path(path) / max(done)[1]}`" if done else ": give one"
+        shown = [f"{e.name} ({e.what})" for e in found]
+        done = [e for e in found if e.finished]
+        example = f", the newest being `raytrain eval {Path(path) / newest(done).name}`" if done else ""
         raise UsageError(f"{path} is a storage path of {len(shown)} experiment{'s' if len(shown) > 1 else ''}: "
-                         f"{', '.join(shown[:6])}{', ...' if len(shown) > 6 else ''}{example}")
+                         f"{', '.join(shown[:6])}{', ...' if len(shown) > 6 else ''}: give one{example}")
     raise UsageError(f"{path} is not a raytrain checkpoint (no {STATE_FILE}), a sweep trial's checkpoint, nor a run, "
                      "trial or experiment folder with checkpoints")
-
-
-def _experiments_in(storage: Path) -> list[tuple[str, str, float | None]]:
-    """(name, what it is, modification time when it can be evaluated) of each experiment folder in `storage`:
-    a sweep, or the run folders of `raytrain train` with one experiment.name."""
-    found: list[tuple[str, str, float | None]] = []
-    for folder in storage.iterdir():
-        try:
-            if (folder / "leaderboard.json").is_file():
-                found.append((folder.name, "a sweep", folder.stat().st_mtime))
-            elif (folder / META_FILE).is_file():
-                found.append((folder.name, "a sweep that has not finished", None))
-            elif folder.is_dir() and (runs := sum((run / "config.yaml").is_file() for run in folder.iterdir())):
-                found.append((folder.name, f"{runs} run{'s' if runs > 1 else ''} of `raytrain train`", folder.stat().st_mtime))
-        except OSError:  # a folder we may not read is no experiment of ours to name
-            continue
-    return found
 
 
 def _best_checkpoint(exp_dir: Path) -> Path | None:
@@ -129,7 +111,7 @@ def _best_checkpoint(exp_dir: Path) -> Path | None:
     import json
 
     try:
-        board = json.loads((exp_dir / "leaderboard.json").read_text())
+        board = json.loads((exp_dir / LEADERBOARD_FILE).read_text())
     except (OSError, ValueError):
         return None
     for entry in board if isinstance(board, list) else []:

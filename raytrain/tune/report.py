@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from raytrain.tune.results import TrialSummary, read_meta
+from raytrain.tune.results import LEADERBOARD_FILE, TrialSummary, read_meta
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -22,7 +22,7 @@ def write_leaderboard(exp_dir: Path, trials: list[TrialSummary]) -> None:
     """leaderboard.json and leaderboard.csv in `exp_dir`, trials in the order given (best first)."""
     import csv
 
-    (exp_dir / "leaderboard.json").write_text(json.dumps([asdict(t) for t in trials], indent=2, default=str) + "\n")
+    (exp_dir / LEADERBOARD_FILE).write_text(json.dumps([asdict(t) for t in trials], indent=2, default=str) + "\n")
     keys = sorted({k for t in trials for k in t.hyperparameters})
     with open(exp_dir / "leaderboard.csv", "w", newline="") as fh:
         w = csv.writer(fh)

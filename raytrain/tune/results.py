@@ -17,6 +17,7 @@ from raytrain.tune import TRIAL_KEY, state
 
 SWEEP_FILE = "sweep.yaml"
 META_FILE = "raytrain_sweep.json"
+LEADERBOARD_FILE = "leaderboard.json"
 
 
 @dataclass
@@ -40,12 +41,62 @@ def finite(value: Any) -> Any:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
+@dataclass(frozen=True)
+class StoredExperiment:
+    """An experiment folder in a storage path: a sweep's, or the run folders of one `raytrain train` name."""
+
+    name: str
+    runs: int
+    """Run folders of `raytrain train` in it; 0 for a sweep."""
+    finished: bool
+    """A sweep with its leaderboard (every train experiment counts as finished)."""
+    mtime: float
+
+    @property
+    def what(self) -> str:
+        if self.runs:
+            return f"{self.runs} run{'s' if self.runs > 1 else ''} of `raytrain train`"
+        return "a sweep" if self.finished else "a sweep that has not finished"
+
+
+def experiments_in(storage: Path) -> list[StoredExperiment]:
+    """The experiment folders directly in `storage` (a storage path given where one of them was meant), by name."""
+    found = []
+    try:
+        folders = sorted(storage.iterdir())
+    except OSError:
+        return []
+    for folder in folders:
+        try:
+            finished = (folder / LEADERBOARD_FILE).is_file()
+            if finished or (folder / META_FILE).is_file():
+                found.append(StoredExperiment(folder.name, 0, finished, folder.stat().st_mtime))
+            elif folder.is_dir() and (runs := sum((run / "config.yaml").is_file() for run in folder.iterdir())):
+                found.append(StoredExperiment(folder.name, runs, True, folder.stat().st_mtime))
+        except OSError:  # a folder we may not read is no experiment of ours to name
+            continue
+    return found
+
+
+def newest(experiments: list[StoredExperiment]) -> StoredExperiment:
+    return max(experiments, key=lambda e: (e.mtime, e.name))
+
+
 def read_meta(exp_dir: Path) -> dict:
     """The experiment's raytrain metadata. UsageError (exit 2) when `exp_dir` is not an experiment folder."""
     exp_dir = Path(exp_dir)
     path = exp_dir / META_FILE
     if not exp_dir.is_dir():
         raise UsageError(f"{exp_dir}: no such folder; give the experiment folder (checkpoint.storage_path/<name>)")
+    found = [] if path.is_file() else experiments_in(exp_dir)
+    if sweeps := [e for e in found if not e.runs]:
+        others = len(found) - len(sweeps)
+        raise UsageError(
+            f"{exp_dir} is a storage path of {len(sweeps)} sweep{'s' if len(sweeps) > 1 else ''}: "
+            f"{', '.join(e.name for e in sweeps[:6])}{', ...' if len(sweeps) > 6 else ''}"
+            + (f" (and {others} experiment{'s' if others > 1 else ''} of `raytrain train`)" if others else "")
+            + f": give one, the newest being {exp_dir / newest(sweeps).name}"
+        )
     if not path.is_file():
         raise UsageError(
             f"{exp_dir} is not a raytrain experiment folder (no {META_FILE}); give the folder `raytrain tune` "

@@ -466,7 +466,7 @@ def test_eval_of_a_storage_path_names_the_experiments_in_it(run_dir, no_ray_star
     result = runner.invoke(app, ["eval", str(storage)])
     assert result.exit_code == 2, result.output
     assert (f"{storage} is a storage path of 3 experiments: cartpole_asha (a sweep that has not finished), "
-            "cartpole_pbt (a sweep), tiny (1 run of `raytrain train`): give one, e.g. "
+            "cartpole_pbt (a sweep), tiny (1 run of `raytrain train`): give one, the newest being "
             f"`raytrain eval {storage / 'tiny'}`") in " ".join(result.output.split())
     result = runner.invoke(app, ["eval", str(storage / "cartpole_asha")])
     assert result.exit_code == 2, result.output

@@ -475,3 +475,23 @@ def test_a_sweep_moved_to_a_free_name_says_what_the_taken_one_holds(sweep, tmp_p
     result = invoke("tune", "--dry-run", str(tmp_path / "sweep.yaml"))
     assert result.exit_code == 0, result.output
     assert f"notice: {exp} already holds {said.format(exp=exp)}; this sweep goes to {exp}_2" in result.output
+
+
+@pytest.mark.parametrize("command", ["status", "plot", "resume"])
+def test_a_storage_path_given_for_an_experiment_names_its_sweeps(tmp_path, command):
+    """`raytrain tune status ~/raytrain_results` (one level too high) names the sweeps there and the newest."""
+    import os
+
+    for name, stamp in (("cartpole_pbt", 2_000_000), ("cartpole_pbt_2", 3_000_000), ("cartpole_asha", 1_000_000)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "raytrain_sweep.json").write_text("{}")
+        os.utime(tmp_path / name, (stamp, stamp))
+    (tmp_path / "ppo_cartpole" / "2026-01-01_00-00-00").mkdir(parents=True)
+    (tmp_path / "ppo_cartpole" / "2026-01-01_00-00-00" / "config.yaml").write_text("x: 1\n")
+    before = listing(tmp_path)
+    result = invoke("tune", command, str(tmp_path))
+    assert result.exit_code == 2, result.output
+    assert (f"{tmp_path} is a storage path of 3 sweeps: cartpole_asha, cartpole_pbt, cartpole_pbt_2 (and 1 "
+            f"experiment of `raytrain train`): give one, the newest being {tmp_path / 'cartpole_pbt_2'}") in " ".join(result.output.split())
+    assert listing(tmp_path) == before
+    assert not ray_started()
