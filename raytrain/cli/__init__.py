@@ -46,6 +46,12 @@ run_cmd.register(app)
 
 def main() -> None:
     """The `raytrain` process: the command, then an exit that skips only the interpreter's own teardown."""
+    import sys
+
+    if not (sys.stdout.isatty() and sys.stderr.isatty()):
+        # Ray colours the prefix of each line a worker prints, `(node.1 pid=...)`; in a file or a pipe (a Slurm
+        # job's output, CI logs) the escape codes are noise. Ray's documented switch, unless the user set it.
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     try:
         app()
         code: str | int | None = 0

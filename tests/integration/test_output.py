@@ -92,6 +92,7 @@ def test_train_shows_raytrains_lines_and_the_users_not_rays(raytrain_cli, tmp_pa
     assert "has constructor arguments in the object store" in (run_dir / "ray.log").read_text()
     # The user's env (in the env runner actor): its print and its warning still show, with Ray's prefix.
     assert any("SingleAgentEnvRunner" in line and "chatty-env: first reset" in line for line in shown.splitlines())
+    assert "\x1b[" not in shown, "output to a pipe or a file carries no colour codes (Ray's worker prefix)"
     assert "chatty-env: the user's own warning" in shown
     assert "stop criterion training_iteration >= 2 reached" in shown
 
