@@ -117,6 +117,13 @@ def up(
     err.print(ports, markup=False)
 
 
+def _interactive() -> bool:
+    """Whether someone at a terminal can answer a question."""
+    import sys
+
+    return sys.stdin.isatty()
+
+
 @app.command()
 @handle_errors
 def down(
@@ -136,7 +143,15 @@ def down(
         _print_commands(runner)
         return
     if not yes:
-        typer.confirm(f"stop every Ray process of cluster {cfg.name} on {len(cfg.nodes)} node(s)?", abort=True)
+        what = f"every Ray process of cluster {cfg.name} on {len(cfg.nodes)} node(s)"
+        if not _interactive():
+            from raytrain.errors import UsageError
+
+            raise UsageError(f"cluster down asks before it stops {what}, and no one can answer (stdin is not a "
+                             "terminal): pass --yes")
+        if not typer.confirm(f"stop {what}?"):
+            err.print("nothing stopped", markup=False)
+            raise typer.Exit(1)
     results = lifecycle.down(cfg, _runner(cfg))
     failed = [r for r in results if not r.ok]
     for r in results:

@@ -181,6 +181,26 @@ def test_check_compares_the_whole_python_version_as_ray_does(lab):
     assert check(lenient, runner).problems == []
 
 
+def test_down_asks_and_without_anyone_to_answer_needs_yes(write_yaml, monkeypatch):
+    """`cluster down` from a script or CI (stdin not a terminal) said `error: Abort: `; a "no" said the same."""
+    from raytrain.cli import cluster_cmd
+    from raytrain.cluster import lifecycle
+
+    def stop_nothing(*args, **kwargs):
+        raise AssertionError("nothing may be stopped")
+
+    monkeypatch.setattr(lifecycle, "down", stop_nothing)
+    path = str(write_yaml(LAB, "c.yaml"))
+    piped = CliRunner().invoke(app, ["cluster", "down", path], input="y\n")
+    assert piped.exit_code == 2, piped.output
+    assert ("error: cluster down asks before it stops every Ray process of cluster lab on 2 node(s), and no one can "
+            "answer (stdin is not a terminal): pass --yes") in " ".join(piped.output.split())
+    monkeypatch.setattr(cluster_cmd, "_interactive", lambda: True)
+    declined = CliRunner().invoke(app, ["cluster", "down", path], input="n\n")
+    assert declined.exit_code == 1, declined.output
+    assert declined.output.endswith("nothing stopped\n") and "Abort" not in declined.output
+
+
 def test_down_and_exec_dry_run_print_the_commands(write_yaml):
     path = str(write_yaml(LAB, "c.yaml"))
     down = CliRunner().invoke(app, ["cluster", "down", path, "--dry-run"])
