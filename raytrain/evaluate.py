@@ -9,7 +9,7 @@ from pathlib import Path
 
 from raytrain.config.load import load_config, load_source
 from raytrain.config.schema import RaytrainConfig
-from raytrain.config.source import Source
+from raytrain.config.source import Source, override_text
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
 from raytrain.runs import STATE_FILE, RunFolder, absolute
 from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, newest
@@ -166,7 +166,7 @@ def plan_eval(checkpoint: str | Path, seed: int | None = None, on_skip: Callable
     ckpt = resolve_checkpoint(checkpoint, on_skip)
     overrides = ["env_runners.num_env_runners=0", "evaluation={}", "learners.num_learners=0", "learners.num_gpus_per_learner=0"]
     if seed is not None:
-        overrides.append(f"experiment.seed={seed}")
+        overrides.append(override_text("experiment.seed", seed))
     if (ckpt / "config.yaml").is_file():
         config_file = ckpt / "config.yaml"
         cfg = load_config(config_file, overrides).config

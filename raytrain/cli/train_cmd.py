@@ -139,7 +139,7 @@ def eval_(
                                                "(the best trial's checkpoint).")],
     episodes: int = typer.Option(10, "--episodes", "-n", min=1, help="Episodes to run."),
     explore: bool = typer.Option(False, help="Sample stochastic actions instead of the greedy ones."),
-    seed: int | None = typer.Option(None, help="Seed the evaluation env."),
+    seed: int | None = typer.Option(None, min=0, max=2**31 - 1, help="Seed the evaluation env (0 to 2**31-1)."),
     json_: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Run fresh episodes with a checkpoint's policy: mean, std, min and max return."""

@@ -51,6 +51,22 @@ app = typer.Typer(
 )
 
 
+def _name_override(name: str | None) -> list[str]:
+    """`--name` as an override of the sweep's `name`, its value taken as text; exit 2 naming the flag when it is
+    not one folder name."""
+    from raytrain.config.schema import folder_name
+    from raytrain.config.source import override_text
+    from raytrain.errors import UsageError
+
+    if name is None:
+        return []
+    try:
+        folder_name(name)
+    except ValueError as exc:
+        raise UsageError(f"--name {name!r}: {exc}") from None
+    return [override_text("name", name)]
+
+
 @app.command("run")
 @handle_errors
 def run(
@@ -71,7 +87,7 @@ def run(
             from raytrain.errors import UsageError
 
             raise UsageError("--slurm starts its own Ray inside the Slurm job: leave out --address, --cluster and --submit")
-        slurm_submit("tune", file, list(set_ or []) + ([f"name={name}"] if name else []), slurm, dry_run)
+        slurm_submit("tune", file, list(set_ or []) + _name_override(name), slurm, dry_run)
         return
 
     from raytrain.config.sweep_load import load_sweep
@@ -83,7 +99,7 @@ def run(
     address = cluster_address(address, cluster)  # before Ray is imported: it reads the auth settings then
     overrides = list(set_ or [])
     if name:
-        overrides.append(f"name={name}")
+        overrides += _name_override(name)
     # Every check, the same for --dry-run and the real run, before Ray starts and before anything is written.
     loaded = load_sweep(file, overrides, storage="probe")
     moved = loaded.take_free_name()
@@ -149,7 +165,7 @@ def _submit(file: Path, set_: list[str] | None, cluster: Path | None, name: str 
     if cluster is None or address:
         raise UsageError("--submit runs the sweep as a job on a cluster: give --cluster FILE (not --address)")
     cfg = load_cluster(cluster)
-    overrides = list(set_ or []) + ([f"name={name}"] if name else [])
+    overrides = list(set_ or []) + _name_override(name)
     # Every config error here, before anything reaches the cluster; the storage path is the cluster's.
     loaded = load_sweep(file, overrides, storage="skip")
     say(loaded.notices + loaded.warnings)

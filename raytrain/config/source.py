@@ -324,6 +324,14 @@ def parse_override(text: str) -> tuple[Path_, Any]:
     return tuple(key.split(".")), value
 
 
+def override_text(key: str, value: Any) -> str:
+    """`key=value` that `parse_override` reads back as exactly `value`: how a flag's value (`--name 2024`, a
+    Slurm file's storage path) joins the `--set` overrides. The value is written as YAML, so a text that YAML
+    would read as something else (`2024`, `yes`, `x: y`) is quoted."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"))  # non-ASCII escaped: NEL is a line break to YAML
+    return key + "=" + text.removesuffix("\n").removesuffix("\n...")
+
+
 _MISSING = object()
 
 

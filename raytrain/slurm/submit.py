@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from raytrain.config.slurm import SlurmConfig, load_slurm
+from raytrain.config.source import override_text
 from raytrain.errors import UsageError
 from raytrain.slurm import jobs
 from raytrain.slurm.script import SCRIPT_NAME, Job, batch_script, sbatch_argv
@@ -111,7 +112,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
     cfg = load_slurm(slurm_file)
     overrides = list(overrides)
     if cfg.storage_path:
-        overrides.insert(0, f"checkpoint.storage_path={cfg.storage_path}")
+        overrides.insert(0, override_text("checkpoint.storage_path", cfg.storage_path))
     loaded = load_sweep(file, overrides, storage="probe")
     notices = loaded.notices + loaded.warnings
     exp = loaded.experiment_dir
@@ -140,7 +141,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
     check_cpus(loaded, _job_ray(cfg, slurm_file))
     _check_workdir(cfg, slurm_file, exp, loaded.import_paths())
     _check_folder(exp)
-    name_override = [f"name={loaded.name}"]
+    name_override = [override_text("name", loaded.name)]
     sets = [w for kv in [*overrides, *name_override] for w in ("--set", kv)]
     job = Job(
         kind="tune", name=loaded.name, folder=str(exp),
@@ -196,7 +197,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
         notices.append(f"notice: the job continues the run in {run_dir} from {checkpoint.name}")
     else:
         if cfg.storage_path:
-            overrides.insert(0, f"experiment.storage_path={cfg.storage_path}")
+            overrides.insert(0, override_text("experiment.storage_path", cfg.storage_path))
         assert file is not None  # `train --slurm` without FILE or --resume is refused before this
         loaded = load_config(file, overrides)
         source_name = str(file)

@@ -269,6 +269,15 @@ def test_eval_of_a_runs_checkpoints_folder_takes_its_latest_checkpoint(run_dir, 
     assert resolve_checkpoint(run_dir / "checkpoints") == run_dir / "checkpoints" / "checkpoint_000004"
 
 
+@pytest.mark.parametrize("seed", ["-1", str(2**31)])
+def test_eval_seed_out_of_range_is_refused_as_the_flag_given(run_dir, no_ray_start, seed):
+    """It was reported as `--set experiment.seed=-1`, a flag the user never typed."""
+    _checkpoint(run_dir, "checkpoint_000002", 2)
+    result = runner.invoke(app, ["eval", str(run_dir), "--seed", seed])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--seed'" in result.output and "--set" not in result.output
+
+
 def test_eval_of_a_partial_checkpoint_exit_2(run_dir, no_ray_start):
     partial = _checkpoint(run_dir, "checkpoint_000003.partial", 3)
     result = runner.invoke(app, ["eval", str(partial)])

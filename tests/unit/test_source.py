@@ -1,9 +1,11 @@
 """YAML lines and --set overrides."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raytrain.config.load import load_config
-from raytrain.config.source import MAX_DEPTH, apply_overrides, parse_override, parse_yaml, read_yaml
+from raytrain.config.source import MAX_DEPTH, apply_overrides, override_text, parse_override, parse_yaml, read_yaml
 from raytrain.errors import ConfigError
 
 
@@ -221,3 +223,18 @@ def test_lines_are_recorded_once_per_written_node(write_yaml):
     src = read_yaml(write_yaml(body))
     assert len(src.data["k99"]) == 50
     assert len(src.origins) == 1 + 50 + 100
+
+
+# --- values a command-line flag sets (--name, the Slurm file's storage_path) travel as `key=value` text ----
+
+
+@pytest.mark.parametrize("value", ["2024", "yes", "no", "null", "~", "1e3", "x: y", "#1", "'q'", "a b", "", "/nfs/run #2", "[1]"])
+def test_a_flags_text_value_reaches_the_config_as_the_same_text(value):
+    """`--name 2024` was YAML-read as the number 2024 and refused ("Input should be a valid string")."""
+    assert parse_override(override_text("name", value)) == (("name",), value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(), st.integers(), st.floats(allow_nan=False), st.booleans(), st.none()))
+def test_any_flag_value_round_trips_through_its_override_text(value):
+    assert parse_override(override_text("checkpoint.storage_path", value)) == (("checkpoint", "storage_path"), value)

@@ -217,7 +217,7 @@ def test_a_sweep_name_that_leaves_the_storage_path_is_refused(sweep, tmp_path, n
         before = listing(tmp_path)
         result = invoke(*[a for a in args if a != "--dry-run"], *extra)
         assert result.exit_code == 2, result.output
-        where = f"{path}:3: name:" if how == "file" else f"--set name={name}: name:"
+        where = f"{path}:3: name:" if how == "file" else f"--name {name!r}: must be a single folder name"
         assert where in result.output
         assert listing(tmp_path) == before
     assert not (tmp_path / "x").exists() and not Path("/tmp/x/raytrain_sweep.json").exists()
@@ -494,4 +494,21 @@ def test_a_storage_path_given_for_an_experiment_names_its_sweeps(tmp_path, comma
     assert (f"{tmp_path} is a storage path of 3 sweeps: cartpole_asha, cartpole_pbt, cartpole_pbt_2 (and 1 "
             f"experiment of `raytrain train`): give one, the newest being {tmp_path / 'cartpole_pbt_2'}") in " ".join(result.output.split())
     assert listing(tmp_path) == before
+    assert not ray_started()
+
+
+@pytest.mark.parametrize("name", ["2024", "yes", "1e3", "null"])
+def test_tune_name_takes_any_folder_name_as_text(sweep, tmp_path, name):
+    """`--name 2024` was read as YAML, the number 2024, and refused: "name: Input should be a valid string"."""
+    result = invoke("tune", str(sweep("")), "--name", name, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert f"# experiment folder: {tmp_path / 'results' / name}" in result.output
+    assert not ray_started()
+
+
+@pytest.mark.parametrize("name", ["a b", "../x", "x/y"])
+def test_tune_name_that_is_no_folder_name_is_refused_as_the_flag_given(sweep, name):
+    result = invoke("tune", str(sweep("")), "--name", name, "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert f"--name {name!r}: must be a single folder name" in result.output and "--set" not in result.output
     assert not ray_started()
