@@ -122,6 +122,10 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
                 msg = "is required: add `environment: {env: CartPole-v1}` (a Gymnasium id or 'pkg.module:Class')"
         elif kind in ("union_tag_invalid", "union_tag_not_found") and "distribution" in str(err.get("ctx", {})):
             msg = "a distribution needs `distribution:` one of uniform, loguniform, quniform, randint, choice, grid"
+        elif kind == "string_type" and isinstance(value := err.get("input"), (bool, int, float)):
+            # `name: 2024` or `--set name=yes`: YAML reads a bare 2024 as a number and yes as true.
+            read_as = "true/false" if isinstance(value, bool) else "a number"
+            msg = f"must be text, but YAML reads the value as {read_as} ({value!r}): put it in quotes, e.g. '2024'"
         elif kind == "union_tag_invalid" or kind == "union_tag_not_found":
             msg = "a schedule needs `schedule: linear` (start, end, timesteps) or `schedule: piecewise` (points)"
         else:

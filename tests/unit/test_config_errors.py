@@ -91,6 +91,14 @@ def test_an_env_import_path_to_something_that_is_no_env_is_an_error(write_yaml, 
     assert msg.startswith(f"{path}:2: environment.env: {said}")
 
 
+@pytest.mark.parametrize("written, shown", [("2024", "a number (2024)"), ("yes", "true/false (True)"), ("1.5", "a number (1.5)")])
+def test_a_text_field_given_what_yaml_reads_as_a_number_says_to_quote_it(write_yaml, written, shown):
+    path = write_yaml(f"experiment:\n  name: {written}\nenvironment: {{env: CartPole-v1}}\n")
+    (msg,) = errors_of(path)
+    assert msg == f"{path}:2: experiment.name: must be text, but YAML reads the value as {shown}: put it in quotes, e.g. '2024'"
+    load_config(write_yaml(f"experiment:\n  name: '{written}'\nenvironment: {{env: CartPole-v1}}\n", "ok.yaml"))
+
+
 def test_custom_env_class_accepted(write_yaml):
     cfg = load_config(write_yaml("environment: {env: 'gymnasium.envs.classic_control:CartPoleEnv'}\n")).config
     assert cfg.experiment.name == "ppo_CartPoleEnv"
