@@ -139,7 +139,7 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
     from raytrain.tune.storage import check_storage_on_cluster
 
     exp_dir = loaded.experiment_dir
-    if any(exp_dir.glob("experiment_state-*.json")):  # LoadedSweep.take_free_name() avoids this
+    if any(exp_dir.glob(state.STATE_GLOB)):  # LoadedSweep.take_free_name() avoids this
         raise SweepError(
             f"{exp_dir} already holds an experiment; continue it with `raytrain tune resume {exp_dir}` "
             "or start a new one with --name NEW_NAME (nothing was changed)"
