@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raytrain.config.load import load_config, load_source
 from raytrain.config.schema import RaytrainConfig
@@ -13,6 +15,9 @@ from raytrain.config.source import Source, override_text
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
 from raytrain.runs import STATE_FILE, RunFolder, absolute
 from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, newest
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
 
 
 @dataclass
@@ -180,16 +185,33 @@ def plan_eval(checkpoint: str | Path, seed: int | None = None, on_skip: Callable
     return EvalPlan(ckpt, cfg)
 
 
+@contextmanager
+def evaluation_algorithm(plan: EvalPlan) -> Iterator[Algorithm]:
+    """The plan's Algorithm with its checkpoint restored, sampling in this process (Ray must be connected).
+
+    An observation filter (`env_runners.observation_filter: MeanStdFilter`) normalizes with the running mean
+    and std the checkpoint saved, and the evaluation's own episodes do not update them: they belong to the
+    policy being evaluated (RLlib's filter updates on every observation by default).
+    """
+    from raytrain.rllib.algorithm import algorithm
+    from raytrain.rllib.translate import build_ppo_config
+
+    config = build_ppo_config(plan.config)
+    if plan.config.env_runners.observation_filter == "MeanStdFilter":
+        from raytrain.rllib.connectors import frozen_mean_std_filter
+
+        config.env_runners(env_to_module_connector=frozen_mean_std_filter)
+    with algorithm(config) as algo:
+        algo.restore_from_path(str(plan.checkpoint))
+        yield algo
+
+
 def evaluate(
     checkpoint: str | Path | EvalPlan, episodes: int = 10, explore: bool = False, seed: int | None = None
 ) -> EvalResult:
     """Run `episodes` fresh episodes with the checkpoint's policy in this process (Ray must be connected)."""
-    from raytrain.rllib.algorithm import algorithm
-    from raytrain.rllib.translate import build_ppo_config
-
     plan = checkpoint if isinstance(checkpoint, EvalPlan) else plan_eval(checkpoint, seed)
-    with algorithm(build_ppo_config(plan.config)) as algo:
-        algo.restore_from_path(str(plan.checkpoint))
+    with evaluation_algorithm(plan) as algo:
         runner = algo.env_runner
         done = runner.sample(num_episodes=episodes, explore=explore, random_actions=False)
         finished = [e for e in done if e.is_done][:episodes]

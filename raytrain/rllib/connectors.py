@@ -17,3 +17,12 @@ def mean_std_filter(env: EnvType | None = None, spaces: dict[str, tuple[gym.Spac
     from ray.rllib.connectors.env_to_module import MeanStdFilter
 
     return MeanStdFilter()
+
+
+def frozen_mean_std_filter(env: EnvType | None = None, spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
+                           device: torch.device | None = None) -> MeanStdFilter:
+    """The MeanStdFilter of `raytrain eval`: it normalizes with the statistics it is given (the checkpoint's)
+    and does not update them with the evaluation's observations."""
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+
+    return MeanStdFilter(update_stats=False)

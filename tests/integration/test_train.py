@@ -263,3 +263,24 @@ def test_an_id_a_module_registers_trains_by_gymnasiums_module_id_form(ray_sessio
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (_run_dir(result.stdout) / "metrics.jsonl").read_text().splitlines()]
     assert max(r["env_runners/episode_return_max"] for r in rows) <= 20  # the id's own 20-step limit: its env ran
+
+
+def test_eval_plays_the_checkpoints_observation_filter_as_saved(ray_session, small_config):
+    """A MeanStdFilter's running mean and std are part of the policy: eval normalizes with them as they were
+    saved, and its own episodes do not move them (RLlib's filter updates by default)."""
+    from raytrain.evaluate import evaluation_algorithm, plan_eval
+
+    path, storage = small_config
+    path.write_text(path.read_text().replace("num_envs_per_env_runner: 2}", "num_envs_per_env_runner: 2, observation_filter: MeanStdFilter}"))
+    result = invoke(["train", str(path)])
+    assert result.exit_code == 0, result.output
+    plan = plan_eval(_run_dir(result.stdout))
+
+    def filter_state(algo):
+        (state,) = [s for name, s in algo.env_runner.get_state()["env_to_module_connector"].items() if "MeanStdFilter" in name]
+        return json.dumps(state, default=repr, sort_keys=True)
+
+    with evaluation_algorithm(plan) as algo:
+        saved = filter_state(algo)
+        algo.env_runner.sample(num_episodes=3, explore=False, random_actions=False)
+        assert filter_state(algo) == saved
