@@ -139,6 +139,22 @@ def counts_from_zero(metric: str) -> bool:
     return metric in COUNTERS or any(part.endswith("_lifetime") for part in metric.split("/"))
 
 
+def met_stop(metrics: dict[str, Any], stop: dict[str, float]) -> str | None:
+    """The first stop key whose threshold `metrics` meet, else None."""
+    for key, threshold in stop.items():
+        value = metrics.get(key)
+        if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+            if value >= threshold:
+                return key
+    return None
+
+
+def stop_reached(metrics: dict[str, Any], stop: dict[str, float]) -> str | None:
+    """`stop criterion KEY >= THRESHOLD reached (VALUE)` for the first criterion `metrics` meet, else None."""
+    key = met_stop(metrics, stop)
+    return None if key is None else f"stop criterion {key} >= {stop[key]:g} reached ({metrics[key]:g})"
+
+
 class StopProgress:
     """How far a run has got to each stop criterion, in percent, for the progress line.
 

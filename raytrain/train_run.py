@@ -46,6 +46,9 @@ class PreparedTrain:
     """A new run's exact folder (a Slurm job's, named at submit time); None: a new one under storage_path/name."""
     source: Source | None = None
     """Where each config field was written (file:line), for the checks made once Ray is joined."""
+    finished: tuple[str, str] | None = None
+    """With `resumed`: (stop key, what was reached) when its checkpoint's iteration already met a stop criterion
+    (nothing to resume), else None."""
 
 
 def prepare(
@@ -138,7 +141,15 @@ def prepare(
         from raytrain.training import check_train_cpus
 
         check_train_cpus(cfg, loaded.source)
-    return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir, loaded.source)
+    finished = None
+    if folder is not None and checkpoint is not None:
+        from raytrain.metrics import met_stop, stop_reached
+        from raytrain.runs import read_state
+
+        row = folder.metrics_row(read_state(checkpoint)["iteration"]) or {}
+        if (key := met_stop(row, cfg.stop)) is not None:
+            finished = (key, str(stop_reached(row, cfg.stop)))
+    return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir, loaded.source, finished)
 
 
 def plan(prepared: PreparedTrain) -> str:
@@ -152,6 +163,8 @@ def plan(prepared: PreparedTrain) -> str:
     ]
     if prepared.checkpoint:
         lines.append(f"# resuming from: {prepared.checkpoint}")
+    if prepared.finished:
+        lines.append(f"# nothing to resume: {prepared.finished[1]} at that checkpoint")
     return "\n".join(lines)
 
 

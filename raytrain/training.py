@@ -22,7 +22,7 @@ import yaml
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source
 from raytrain.errors import ConfigError, ConfigIssue, TrainError
-from raytrain.metrics import StopProgress
+from raytrain.metrics import StopProgress, stop_reached
 from raytrain.runs import STATE_FILE, MetricsWriter, RunFolder, absolute, flatten, read_state
 
 
@@ -182,15 +182,6 @@ def connected_ray(where: str) -> RayCpus:
                    per_node=max(cpus) if len(cpus) > 1 else None, more="add nodes with CPUs to it")
 
 
-def _stop_reached(metrics: dict[str, Any], stop: dict[str, float]) -> str | None:
-    for key, threshold in stop.items():
-        value = metrics.get(key)
-        if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
-            if value >= threshold:
-                return f"stop criterion {key} >= {threshold:g} reached ({value:g})"
-    return None
-
-
 class Trainer:
     """Runs one PPO training run into a run folder.
 
@@ -303,7 +294,7 @@ class Trainer:
                 prev_steps = steps
                 metrics["raytrain/env_steps_per_s"] = steps_per_s
                 writer.append(metrics)
-                reason = _stop_reached(metrics, self.cfg.stop) or ""
+                reason = stop_reached(metrics, self.cfg.stop) or ""
                 checkpoint = None
                 if (exp.checkpoint_frequency and iteration % exp.checkpoint_frequency == 0) or (
                     reason and exp.checkpoint_at_end

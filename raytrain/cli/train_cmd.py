@@ -115,6 +115,13 @@ def run_train(
     if dry_run:
         out.print(train_run.plan(prepared), markup=False)
         return
+    if prepared.finished and prepared.resumed is not None and prepared.checkpoint is not None:
+        (key, reached), run = prepared.finished, prepared.resumed.path
+        err.print(f"{run} already reached {reached} at its latest checkpoint {prepared.checkpoint.name}: "
+                  "nothing to resume, so nothing was started or changed; to train further, raise it: "
+                  f"raytrain train --resume {run} --set stop.{key}=N", markup=False)
+        out.print(str(run), markup=False)
+        return
     cfg = prepared.cfg
     outcome = train_run.start(
         prepared,

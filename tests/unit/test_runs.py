@@ -431,6 +431,43 @@ def test_resume_without_a_checkpoint_exit_2_changes_nothing(run_dir, no_ray_star
     assert _snapshot(run_dir) == before
 
 
+def _rows(run: Path, iterations: int, **last: float) -> None:
+    rows = [{"training_iteration": i, "num_env_steps_sampled_lifetime": 200 * i, "env_runners/episode_return_mean": 20.0}
+            for i in range(1, iterations + 1)]
+    rows[-1].update(last)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_resume_of_a_run_that_reached_its_stop_changes_nothing(run_dir, no_ray_start):
+    """It trained one more iteration past its stop, wrote a checkpoint and a command line, and said the stop was
+    reached again: a finished run has nothing to resume unless a stop criterion is raised."""
+    _checkpoint(run_dir, "checkpoint_000002", 2)
+    _rows(run_dir, 2)
+    before = _snapshot(run_dir)
+    result = runner.invoke(app, ["train", "--resume", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert (f"{run_dir} already reached stop criterion training_iteration >= 2 reached (2) at its latest checkpoint "
+            "checkpoint_000002: nothing to resume, so nothing was started or changed; to train further, raise it: "
+            f"raytrain train --resume {run_dir} --set stop.training_iteration=N") in said
+    assert result.stdout.strip().splitlines()[-1] == str(run_dir)
+    assert _snapshot(run_dir) == before
+    dry = runner.invoke(app, ["train", "--resume", str(run_dir), "--dry-run"])
+    assert dry.exit_code == 0 and "# nothing to resume: stop criterion training_iteration >= 2 reached (2)" in dry.output
+
+
+@pytest.mark.parametrize("checkpoint, overrides", [
+    (2, ["stop.training_iteration=5"]),  # the stop raised: it goes on
+    (1, []),  # a killed run's rows past its checkpoint do not count: it resumes from iteration 1
+])
+def test_resume_of_a_run_short_of_its_stop_goes_on(run_dir, checkpoint, overrides):
+    from raytrain import train_run
+
+    _checkpoint(run_dir, f"checkpoint_{checkpoint:06d}", checkpoint)
+    _rows(run_dir, 2)
+    assert train_run.prepare(None, overrides, resume=run_dir).finished is None
+
+
 def test_resume_of_a_checkpoint_names_its_run(run_dir, no_ray_start):
     ckpt = _checkpoint(run_dir, "checkpoint_000002", 2)
     result = runner.invoke(app, ["train", "--resume", str(ckpt)])
