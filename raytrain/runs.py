@@ -312,21 +312,6 @@ class RunFolder:
     def append_command(self, argv: list[str]) -> None:
         append_command(self.path, argv)
 
-    def metrics_row(self, iteration: int) -> dict | None:
-        """The metrics.jsonl row of `iteration` (the last one, should a resume have repeated it), or None."""
-        path = self.path / "metrics.jsonl"
-        if not path.is_file():
-            return None
-        found = None
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # the torn last line of a killed run
-                continue
-            if isinstance(row, dict) and row.get("training_iteration") == iteration:
-                found = row
-        return found
-
     def read_config_yaml(self) -> str:
         return (self.path / "config.yaml").read_text()
 

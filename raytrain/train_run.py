@@ -144,9 +144,10 @@ def prepare(
     finished = None
     if folder is not None and checkpoint is not None:
         from raytrain.metrics import met_stop, stop_reached
-        from raytrain.runs import read_state
+        from raytrain.runs import MetricsWriter, read_state
 
-        row = folder.metrics_row(read_state(checkpoint)["iteration"]) or {}
+        iteration = read_state(checkpoint)["iteration"]
+        row = next((r for r in reversed(MetricsWriter(folder).rows) if r.get("training_iteration") == iteration), {})
         if (key := met_stop(row, cfg.stop)) is not None:
             finished = (key, str(stop_reached(row, cfg.stop)))
     return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir, loaded.source, finished)
