@@ -147,7 +147,7 @@ def prepare(
         from raytrain.runs import MetricsWriter, read_state
 
         iteration = read_state(checkpoint)["iteration"]
-        row = next((r for r in reversed(MetricsWriter(folder).rows) if r.get("training_iteration") == iteration), {})
+        row: dict[str, Any] = next((r for r in reversed(MetricsWriter(folder).rows) if r.get("training_iteration") == iteration), {})
         if (key := met_stop(row, cfg.stop)) is not None:
             finished = (key, str(stop_reached(row, cfg.stop)))
     return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir, loaded.source, finished)
