@@ -13,7 +13,7 @@ from raytrain.config.load import load_config, load_source
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source, override_text
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
-from raytrain.runs import STATE_FILE, RunFolder, absolute
+from raytrain.runs import STATE_FILE, RunFolder, absolute, run_folder_names
 from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, newest
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
                          f"(`raytrain tune status {path}` lists them)")
     if not p.exists():
         raise UsageError(f"{path} does not exist")
-    runs = sorted(d.name for d in p.iterdir() if (d / "config.yaml").is_file()) if p.is_dir() else []
+    runs = run_folder_names(p) if p.is_dir() else []
     if runs:
         # storage_path/<experiment.name>/: every `raytrain train` of that name made a run folder here.
         raise UsageError(f"{path} holds {len(runs)} run folder{'s' if len(runs) > 1 else ''} of `raytrain train` "

@@ -201,6 +201,11 @@ def free_run_path(base: Path) -> Path:
     raise TrainError(f"cannot find a free run folder name under {base}")
 
 
+def run_folder_names(experiment: Path) -> list[str]:
+    """The run folders of `raytrain train` in an experiment folder (storage_path/<name>), oldest first."""
+    return sorted(d.name for d in experiment.iterdir() if (d / "config.yaml").is_file())
+
+
 class RunFolder:
     """One run's folder on disk."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -12,17 +13,15 @@ if TYPE_CHECKING:
 
 
 def mean_std_filter(env: EnvType | None = None, spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
-                    device: torch.device | None = None) -> MeanStdFilter:
-    """Env-to-module connector: normalize observations with running mean/std (RLlib MeanStdFilter)."""
+                    device: torch.device | None = None, *, update_stats: bool = True) -> MeanStdFilter:
+    """Env-to-module connector: normalize observations with running mean/std (RLlib MeanStdFilter).
+
+    update_stats=False (`frozen_mean_std_filter`, `raytrain eval`): normalize with the statistics it is given
+    (the checkpoint's) and do not update them with the observations it sees.
+    """
     from ray.rllib.connectors.env_to_module import MeanStdFilter
 
-    return MeanStdFilter()
+    return MeanStdFilter(update_stats=update_stats)
 
 
-def frozen_mean_std_filter(env: EnvType | None = None, spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
-                           device: torch.device | None = None) -> MeanStdFilter:
-    """The MeanStdFilter of `raytrain eval`: it normalizes with the statistics it is given (the checkpoint's)
-    and does not update them with the evaluation's observations."""
-    from ray.rllib.connectors.env_to_module import MeanStdFilter
-
-    return MeanStdFilter(update_stats=False)
+frozen_mean_std_filter = functools.partial(mean_std_filter, update_stats=False)

@@ -61,6 +61,8 @@ class StoredExperiment:
 
 def experiments_in(storage: Path) -> list[StoredExperiment]:
     """The experiment folders directly in `storage` (a storage path given where one of them was meant), by name."""
+    from raytrain.runs import run_folder_names
+
     found = []
     try:
         folders = sorted(storage.iterdir())
@@ -71,7 +73,7 @@ def experiments_in(storage: Path) -> list[StoredExperiment]:
             finished = (folder / LEADERBOARD_FILE).is_file()
             if finished or (folder / META_FILE).is_file():
                 found.append(StoredExperiment(folder.name, 0, finished, folder.stat().st_mtime))
-            elif folder.is_dir() and (runs := sum((run / "config.yaml").is_file() for run in folder.iterdir())):
+            elif folder.is_dir() and (runs := len(run_folder_names(folder))):
                 found.append(StoredExperiment(folder.name, runs, True, folder.stat().st_mtime))
         except OSError:  # a folder we may not read is no experiment of ours to name
             continue
