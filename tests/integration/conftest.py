@@ -26,13 +26,14 @@ def ray_session():
     ray.shutdown()
 
 
-def tiny_base(stop: int, main_process_cpus: float) -> str:
-    """The smallest PPO train config the sweep tests use: CartPole, no env runners, `stop` iterations."""
+def tiny_base(stop: int, main_process_cpus: float, train_batch_size: int = 200) -> str:
+    """The smallest PPO train config the sweep tests use: CartPole, no env runners, `stop` iterations
+    (`train_batch_size` sets how long one takes)."""
     return (
         "experiment: {name: tiny, seed: 1}\n"
         "environment: {env: CartPole-v1}\n"
         "env_runners: {num_env_runners: 0, num_envs_per_env_runner: 2}\n"
-        "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1, lr: 0.001}\n"
+        f"training: {{train_batch_size: {train_batch_size}, minibatch_size: {train_batch_size // 2}, num_epochs: 1, lr: 0.001}}\n"
         "model: {fcnet_hiddens: [16]}\n"
         f"resources: {{num_cpus_for_main_process: {main_process_cpus}}}\n"
         f"stop: {{training_iteration: {stop}}}\n"

@@ -85,9 +85,10 @@ def cluster(lab, nfs, tmp_path_factory):
         assert {h: lab.processes(h, "raylet|gcs_server") for h in lab.names} == {h: [] for h in lab.names}
 
 
-def sweep_file(folder: Path, lab: HostLab, text: str, stop: int, keep: int | None = 3) -> Path:
-    """A sweep of tiny trials with a checkpoint per iteration on the share (`keep`: num_to_keep, None: all)."""
-    (folder / "base.yaml").write_text(tiny_base(stop, 1))
+def sweep_file(folder: Path, lab: HostLab, text: str, stop: int, keep: int | None = 3, batch: int = 200) -> Path:
+    """A sweep of tiny trials with a checkpoint per iteration on the share (`keep`: num_to_keep, None: all;
+    `batch`: the train batch, which sets how long an iteration takes)."""
+    (folder / "base.yaml").write_text(tiny_base(stop, 1, batch))
     path = folder / "sweep.yaml"
     num_to_keep = "" if keep is None else f", num_to_keep: {keep}"
     path.write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {on_hosts(lab) / 'sweeps'}, frequency: 1{num_to_keep}}}\n" + text)
@@ -119,12 +120,19 @@ def test_pbt_sweep_runs_on_every_host_and_exploits_across_hosts(lab, nfs, cluste
         # Every checkpoint is kept: an exploited trial's fresh actor takes seconds to start on another host,
         # while the donor writes a checkpoint every fraction of a second, so with num_to_keep 3 the donor's
         # checkpoint could be pruned before the restore (Tune then fails the trial: "does not exist on storage").
-    ), stop=12, keep=None)
+    # The exploited trial's fresh actor goes where a CPU is free. While the other two trials run, that is
+    # only its own host; once one has ended, its host is free too, and CI once saw the restore placed on the
+    # source's own host (written and read on the head). A restore takes 7-10 s here (a new actor builds the
+    # algorithm), so trials last about 25 s (40 iterations of 600 steps): the first exploit, at the weakest
+    # trial's second to tenth iteration, is placed while every trial still runs. Traced in 4 runs: 4 or 5
+    # exploits each, all across hosts, the first placed 16-20 s before any trial ended (with 12 iterations of
+    # 200 steps: one exploit, placed about when the source ended).
+    ), stop=40, keep=None, batch=600)
     tune = lab.on("head", f"{CLEAN_ENV} {sys.executable} -m raytrain tune {sweep} --cluster {cluster}", timeout=600)
     assert tune.returncode == 0, tune.stdout[-3000:] + tune.stderr[-3000:]
     exp = on_server(nfs) / "sweeps" / "pbt_lab"
     trials = {p.name: rows(p) for p in exp.iterdir() if p.is_dir() and p.name.startswith("pbt_lab_")}
-    assert len(trials) == 3 and all(r and r[-1]["training_iteration"] == 12 for r in trials.values())
+    assert len(trials) == 3 and all(r and r[-1]["training_iteration"] == 40 for r in trials.values())
     # One CPU per host and one per trial: the three trials ran on the three hosts.
     assert {r[0]["node_ip"] for r in trials.values()} == set(lab.ip.values())
     # A PBT exploit restores a checkpoint another host wrote (each host runs one trial at a time).
