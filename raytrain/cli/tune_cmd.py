@@ -97,9 +97,7 @@ def run(
         _submit(file, set_, cluster, name, address, dry_run)
         return
     address = cluster_address(address, cluster)  # before Ray is imported: it reads the auth settings then
-    overrides = list(set_ or [])
-    if name:
-        overrides += _name_override(name)
+    overrides = list(set_ or []) + _name_override(name)
     # Every check, the same for --dry-run and the real run, before Ray starts and before anything is written.
     loaded = load_sweep(file, overrides, storage="probe")
     moved = loaded.take_free_name()

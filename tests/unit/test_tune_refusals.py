@@ -506,8 +506,10 @@ def test_tune_name_takes_any_folder_name_as_text(sweep, tmp_path, name):
     assert not ray_started()
 
 
-@pytest.mark.parametrize("name", ["a b", "../x", "x/y"])
+@pytest.mark.parametrize("name", ["a b", "../x", "x/y", ""])
 def test_tune_name_that_is_no_folder_name_is_refused_as_the_flag_given(sweep, name):
+    """`--name ""` was ignored by a local sweep (it ran under the file's name) but refused with --slurm and
+    --submit; it is refused the same way everywhere."""
     result = invoke("tune", str(sweep("")), "--name", name, "--dry-run")
     assert result.exit_code == 2, result.output
     assert f"--name {name!r}: must be a single folder name" in result.output and "--set" not in result.output
