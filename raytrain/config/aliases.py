@@ -9,6 +9,7 @@ notice naming that key, so nothing a user wrote is dropped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -191,4 +192,18 @@ def normalize(source: Source) -> list[str]:
                 source.move(("stop", key), ("stop", new))
     if issues:
         raise ConfigError(issues)
-    return notices
+    return _in_file_order(notices)
+
+
+def _in_file_order(notices: list[str]) -> list[str]:
+    """`notices` in the order of the lines they name, file by file (in the order the files first come); those
+    that name no line (`--set`) after them, as they came."""
+    files: dict[str, int] = {}
+
+    def position(notice: str) -> tuple[int, int, int]:
+        found = re.match(r"notice: (.+?):(\d+): ", notice)
+        if not found:
+            return (1, 0, 0)
+        return (0, files.setdefault(found.group(1), len(files)), int(found.group(2)))
+
+    return sorted(notices, key=position)

@@ -31,6 +31,16 @@ def test_legacy_example_uses_old_names():
     assert len(loaded.notices) >= 10
 
 
+def test_old_name_notices_come_in_the_order_of_the_file():
+    """They came by kind: the renamed section (line 9), then `framework` (line 8), then the section's own keys
+    (lines 10-12) after training's (14-23)."""
+    import re
+
+    loaded = load_config(Path(CONFIGS[0]).parent / "ppo_legacy_names.yaml")
+    lines = [int(re.match(r"notice: [^:]+:(\d+): ", n).group(1)) for n in loaded.notices]
+    assert lines == sorted(lines) and len(lines) == len(set(lines)) >= 10, loaded.notices
+
+
 def test_every_config_is_a_train_or_a_sweep_config():
     assert set(CONFIGS) == set(TRAIN_CONFIGS) | set(SWEEP_CONFIGS) | set(CLUSTER_CONFIGS) | set(SLURM_CONFIGS)
     assert {p.name for p in SWEEP_CONFIGS} >= {"ppo_pbt.yaml", "ppo_optuna.yaml"}
