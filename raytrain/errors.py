@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def in_file_order(items: Iterable[T], where: Callable[[T], str | None]) -> list[T]:
+    """`items` in the order of the `file:line` that `where` gives each: line by line, file by file in the order
+    the files first come; those without a line (`--set ...`, None) after them, in the order they came."""
+    files: dict[str, int] = {}
+
+    def position(item: T) -> tuple[int, int, int]:
+        found = re.fullmatch(r"(.+):(\d+)", where(item) or "")
+        if not found:
+            return (1, 0, 0)
+        return (0, files.setdefault(found.group(1), len(files)), int(found.group(2)))
+
+    return sorted(items, key=position)
 
 
 class RaytrainError(Exception):
@@ -42,7 +61,7 @@ class ConfigError(RaytrainError):
     def __init__(self, issues: list[ConfigIssue] | str) -> None:
         if isinstance(issues, str):
             issues = [ConfigIssue(None, "", issues)]
-        self.issues = issues
+        self.issues = in_file_order(issues, lambda issue: issue.where)
         super().__init__("\n".join(str(i) for i in issues))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from raytrain.config.schema import rllib_fields
 from raytrain.config.source import Source
-from raytrain.errors import ConfigError, ConfigIssue
+from raytrain.errors import ConfigError, ConfigIssue, in_file_order
 
 
 def _piecewise(value: Any) -> Any:
@@ -192,18 +192,4 @@ def normalize(source: Source) -> list[str]:
                 source.move(("stop", key), ("stop", new))
     if issues:
         raise ConfigError(issues)
-    return _in_file_order(notices)
-
-
-def _in_file_order(notices: list[str]) -> list[str]:
-    """`notices` in the order of the lines they name, file by file (in the order the files first come); those
-    that name no line (`--set`) after them, as they came."""
-    files: dict[str, int] = {}
-
-    def position(notice: str) -> tuple[int, int, int]:
-        found = re.match(r"notice: (.+?):(\d+): ", notice)
-        if not found:
-            return (1, 0, 0)
-        return (0, files.setdefault(found.group(1), len(files)), int(found.group(2)))
-
-    return sorted(notices, key=position)
+    return in_file_order(notices, lambda notice: (m := re.match(r"notice: (.+?:\d+): ", notice)) and m.group(1))

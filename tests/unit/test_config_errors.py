@@ -43,6 +43,16 @@ def test_all_problems_reported_at_once(write_yaml):
     assert len(errors_of(path)) == 3
 
 
+def test_problems_are_reported_in_the_order_of_their_lines(write_yaml):
+    """They came in the schema's order of sections: a config's line 5 before its line 4, line 7 before 6."""
+    path = write_yaml(
+        "experiment: {name: x, seed: -5}\nenvironment: {env: CartPole-v1}\n\ntraining: {lr: -1, gamma: 2}\n"
+        "env_runners: {num_env_runners: -1}\nbogus_section: 1\nmodel: {fcnet_hiddens: [0]}\n"
+    )
+    lines = [int(m.removeprefix(f"{path}:").split(":")[0]) for m in errors_of(path)]
+    assert lines == [1, 4, 4, 5, 6, 7]
+
+
 def test_missing_environment(write_yaml):
     (msg,) = errors_of(write_yaml("training: {lr: 0.001}\n"))
     assert "environment: is required" in msg and "CartPole-v1" in msg
