@@ -56,6 +56,9 @@ _TAGS = ("float", "linear", "piecewise", "uniform", "loguniform", "quniform", "r
 # How pydantic names the members of a union in an error's location (`number | "auto"`, `number | schedule`).
 _MEMBERS = ("int", "bool", "constrained-float", "constrained-int")
 _NUMBER = ("float", "constrained-float")
+# The members of a union with a mapping (a schedule, a distribution) that are not mappings: PBT's mutation of a
+# key is a distribution or a list of values.
+_NOT_MAPPING = (*_NUMBER, "list[any]")
 
 
 def _model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
@@ -84,16 +87,16 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
         raw_loc = [str(p) for p in err["loc"]]
         # A `number | schedule` field reports a failure for each member of the union: keep the
         # member that matches what the user wrote (a mapping means they meant a schedule).
-        members = [p for p in raw_loc if p in _NUMBER or p.startswith("tagged-union[")]
+        members = [p for p in raw_loc if p in _NOT_MAPPING or p.startswith("tagged-union[")]
         if members:
             head = raw_loc[: raw_loc.index(members[0])]
             wrote_mapping = isinstance(_lookup(source.data, head), dict)
-            if wrote_mapping == (members[0] in _NUMBER):
+            if wrote_mapping == (members[0] in _NOT_MAPPING):
                 continue
         loc = [
             p
             for p in raw_loc
-            if p not in _TAGS + _MEMBERS and not p.startswith(("tagged-union[", "function-", "literal["))
+            if p not in _TAGS + _MEMBERS + _NOT_MAPPING and not p.startswith(("tagged-union[", "function-", "literal["))
         ]
         path = ".".join(loc)
         where = source.where(loc)
@@ -122,6 +125,9 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
                 msg = "is required: add `environment: {env: CartPole-v1}` (a Gymnasium id or 'pkg.module:Class')"
         elif kind in ("union_tag_invalid", "union_tag_not_found") and "distribution" in str(err.get("ctx", {})):
             msg = "a distribution needs `distribution:` one of uniform, loguniform, quniform, randint, choice, grid"
+        elif kind == "list_type" and "list[any]" in raw_loc:
+            msg = (f"must be a list of values or a distribution (`{{distribution: uniform, low: ..., high: ...}}`), "
+                   f"not {err.get('input')!r}")
         elif kind == "string_type" and isinstance(value := err.get("input"), (bool, int, float)):
             # `name: 2024` or `--set name=yes`: YAML reads a bare 2024 as a number and yes as true.
             read_as = "true/false" if isinstance(value, bool) else "a number"

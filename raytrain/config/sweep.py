@@ -18,7 +18,7 @@ from raytrain.sweeps.asha import ASHAConfig
 from raytrain.sweeps.optuna import OptunaConfig
 from raytrain.sweeps.pb2 import PB2Config
 from raytrain.sweeps.pbt import PBTConfig
-from raytrain.sweeps.space import Distribution, Section, check_bounds
+from raytrain.sweeps.space import Distribution, Section
 
 
 class SearchConfig(Section):
@@ -95,7 +95,6 @@ class SweepConfig(Section):
     """Reuse trial actors between trials (saves start-up time). Default: on for pbt and pb2, off otherwise."""
 
     _name = field_validator("name")(classmethod(lambda cls, value: value if value is None else folder_name(value)))
-    _space_bounds = field_validator("space")(classmethod(lambda cls, v: {k: check_bounds(d) for k, d in v.items()}))
 
     @model_validator(mode="after")
     def _one_base(self) -> SweepConfig:

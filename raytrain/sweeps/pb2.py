@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field
 
 from raytrain.sweeps.base import Issue, KeyPath, SchedulerSettings, Spec, TuneClass
 from raytrain.sweeps.pbt import PopulationBased
@@ -15,6 +15,13 @@ from raytrain.tune import TRIAL_KEY
 if TYPE_CHECKING:
     from raytrain.config.sweep import SweepConfig
     from raytrain.config.sweep_load import LoadedSweep
+
+
+def _low_below_high(bounds: tuple[float, float]) -> tuple[float, float]:
+    low, high = bounds
+    if high <= low:
+        raise ValueError(f"high ({high}) must be above low ({low})")
+    return bounds
 
 
 class PB2Config(SchedulerSettings):
@@ -27,18 +34,10 @@ class PB2Config(SchedulerSettings):
     """Exploit/explore every this many `time_attr` units."""
     quantile_fraction: float = Field(default=0.25, ge=0, le=0.5)
     """Bottom fraction that copies the top fraction."""
-    hyperparam_bounds: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    hyperparam_bounds: dict[str, Annotated[tuple[float, float], AfterValidator(_low_below_high)]] = Field(default_factory=dict)
     """Dotted key -> [low, high] (low < high) for the continuous hyperparameters PB2 explores; what it tries stays within them."""
     synch: bool = False
     """Synchronous mode."""
-
-    @field_validator("hyperparam_bounds")
-    @classmethod
-    def _low_below_high(cls, bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
-        for key, (low, high) in bounds.items():
-            if high <= low:
-                raise ValueError(f"{key}: high ({high}) must be above low ({low})")
-        return bounds
 
     def searched(self) -> list[tuple[KeyPath, Any]]:
         return [((self.key, "hyperparam_bounds", k), list(b)) for k, b in self.hyperparam_bounds.items()]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from raytrain.config.schema import Positive
 from raytrain.sweeps.base import Algorithm, Issue, KeyPath, SchedulerSettings, Spec, TuneClass
-from raytrain.sweeps.space import Distribution, DomainSpec, check_bounds, domain, domain_spec, nest
+from raytrain.sweeps.space import Distribution, DomainSpec, domain, domain_spec, nest
 from raytrain.tune import TRIAL_KEY
 
 if TYPE_CHECKING:
@@ -40,11 +40,6 @@ class PBTConfig(SchedulerSettings):
     """Import path `"pkg.module:function"` of a function(overrides) -> overrides, applied after each perturbation: it gets the trial's {dotted key: value} and returns them, changed as it likes."""
     synch: bool = False
     """Synchronous PBT: perturb only when all trials reached the interval."""
-
-    @field_validator("hyperparam_mutations")
-    @classmethod
-    def _bounds(cls, mutations: dict[str, Any]) -> dict[str, Any]:
-        return {key: check_bounds(dist) for key, dist in mutations.items()}
 
     def searched(self) -> list[tuple[KeyPath, Any]]:
         return [((self.key, "hyperparam_mutations", k), d) for k, d in self.hyperparam_mutations.items()]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from raytrain.tune import TRIAL_KEY
 
@@ -25,7 +25,20 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True, allow_inf_nan=False)
 
 
-class Uniform(Section):
+class Ranged(Section):
+    """A distribution over [low, high]: refused where that range is empty (high not above low), at its own key."""
+
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _high_above_low(self) -> Ranged:
+        if self.high <= self.low:
+            raise ValueError(f"high ({self.high}) must be above low ({self.low})")
+        return self
+
+
+class Uniform(Ranged):
     """A float drawn uniformly from [low, high]."""
 
     distribution: Literal["uniform"]
@@ -33,7 +46,7 @@ class Uniform(Section):
     high: float
 
 
-class LogUniform(Section):
+class LogUniform(Ranged):
     """A float drawn uniformly in log space from [low, high] (learning rates)."""
 
     distribution: Literal["loguniform"]
@@ -41,7 +54,7 @@ class LogUniform(Section):
     high: float = Field(gt=0)
 
 
-class QUniform(Section):
+class QUniform(Ranged):
     """A float drawn uniformly from [low, high] and rounded to a multiple of q."""
 
     distribution: Literal["quniform"]
@@ -50,7 +63,7 @@ class QUniform(Section):
     q: float = Field(gt=0)
 
 
-class RandInt(Section):
+class RandInt(Ranged):
     """An integer drawn uniformly from [low, high) (high excluded, as in Tune)."""
 
     distribution: Literal["randint"]
@@ -75,13 +88,6 @@ class Grid(Section):
 Distribution = Annotated[
     Uniform | LogUniform | QUniform | RandInt | Choice | Grid, Field(discriminator="distribution")
 ]
-
-
-def check_bounds(dist: Any) -> Any:
-    """`dist` itself when its range is not empty (high above low); a list of values passes as it is."""
-    if isinstance(dist, (Uniform, LogUniform, QUniform, RandInt)) and dist.high <= dist.low:
-        raise ValueError(f"high ({dist.high}) must be above low ({dist.low})")
-    return dist
 
 
 def domain_spec(dist: Any) -> DomainSpec:

@@ -445,7 +445,7 @@ def test_probing_the_storage_path_writes_nothing(tmp_path):
         ("space: {training.lr: {distribution: uniform, low: 0.1, high: .inf}}\n", ":3: space.training.lr.high: Input should be a finite number"),
         ("space: {training.lr: {distribution: loguniform, low: 0, high: 0.1}}\n", ":3: space.training.lr.low: Input should be greater than 0"),
         ("space: {training.lr: {distribution: quniform, low: 0.1, high: 0.2, q: .nan}}\n", "space.training.lr.q: Input should be a finite number"),
-        ("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.lr: [0.01, 0.001]}}\n", ":4: pb2.hyperparam_bounds: training.lr: high (0.001) must be above low (0.01)"),
+        ("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.lr: [0.01, 0.001]}}\n", ":4: pb2.hyperparam_bounds.training.lr: high (0.001) must be above low (0.01)"),
         ("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.lr: [0.001, .inf]}}\n", "pb2.hyperparam_bounds.training.lr.1: Input should be a finite number"),
         ("search: {algorithm: pbt}\npbt: {perturbation_factors: [1.2, -0.8], hyperparam_mutations: {training.lr: [0.1]}}\n", "pbt.perturbation_factors.1: Input should be greater than 0"),
         ("search: {algorithm: pbt}\npbt: {perturbation_interval: .inf, hyperparam_mutations: {training.lr: [0.1]}}\n", "pbt.perturbation_interval: Input should be a finite number"),
@@ -460,6 +460,33 @@ def test_probing_the_storage_path_writes_nothing(tmp_path):
 )
 def test_sweep_numbers_and_name(sweep_file, text, expected):
     assert expected in errors(sweep_file(text))
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("space:\n  training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}\n"
+         "  training.gamma: {distribution: uniform, low: 0.99, high: 0.9}\n",
+         ":5: space.training.gamma: high (0.9) must be above low (0.99)"),
+        ("search: {algorithm: pbt}\npbt:\n  hyperparam_mutations:\n    training.lr: [0.001]\n"
+         "    training.num_epochs: {distribution: randint, low: 5, high: 5}\n",
+         ":7: pbt.hyperparam_mutations.training.num_epochs: high (5) must be above low (5)"),
+        ("search: {algorithm: pb2}\npb2:\n  hyperparam_bounds:\n    training.gamma: [0.9, 0.99]\n    training.lr: [0.01, 0.001]\n",
+         ":7: pb2.hyperparam_bounds.training.lr: high (0.001) must be above low (0.01)"),
+        # A mutation is a distribution or a list: the error is the one of what was written, not of both.
+        ("search: {algorithm: pbt}\npbt:\n  hyperparam_mutations:\n    training.num_epochs: {distribution: randint, low: 2}\n"
+         "    training.lr: 0.1\n",
+         ":6: pbt.hyperparam_mutations.training.num_epochs.high: is required\n"),
+        ("search: {algorithm: pbt}\npbt:\n  hyperparam_mutations:\n    training.num_epochs: {distribution: randint, low: 2, high: 4}\n"
+         "    training.lr: 0.1\n",
+         ":7: pbt.hyperparam_mutations.training.lr: must be a list of values or a distribution"),
+    ],
+)
+def test_an_empty_range_is_reported_at_its_own_line_and_key(sweep_file, text, expected):
+    """It was reported at the line of `space:` (or of the mapping that holds it), as `space: high ...`."""
+    msg = errors(sweep_file(text))
+    assert expected in msg
+    assert "list[any]" not in msg and "valid list (got {" not in msg
 
 
 def test_sweep_space_values_are_checked_as_train_values(sweep_file):
