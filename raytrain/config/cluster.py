@@ -465,16 +465,20 @@ class ClusterConfig(BaseModel):
     def _checks(self) -> ClusterConfig:
         if self.python and self.venv:
             raise ValueError("give `python` or `venv`, not both")
-        names = [n.node_name for n in self.nodes]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"node names must be unique; repeated: {', '.join(dupes)} (set `name:` on each)")
         return self
 
     def problems(self) -> list[tuple[tuple[str | int, ...], str]]:
         """What the schema alone cannot see, as (key path, message): shared addresses, colliding ports."""
         out: list[tuple[tuple[str | int, ...], str]] = []
         where: dict[int, tuple[str | int, ...]] = {id(self.head): ("head",), **{id(w): ("workers", i) for i, w in enumerate(self.workers)}}
+        named: dict[str, str] = {}
+        for node in self.nodes:
+            # A node's name is its host where `name:` is not set; names tell nodes apart in status, exec and logs.
+            at = where[id(node)]
+            if node.node_name in named:
+                out.append((at + ("name" if node.name else "host",), f"{node.node_name} is also the name of "
+                            f"{named[node.node_name]}: every node needs a name of its own (set `name:` on each)"))
+            named.setdefault(node.node_name, "the head" if node is self.head else f"workers.{at[1]}")
         seen: dict[object, str] = {}
         for node in self.nodes:
             # By meaning: ::1 and 0:0:0:0:0:0:0:1 are one address.

@@ -102,7 +102,11 @@ def test_open_dashboard_without_auth_is_refused(write_yaml):
     [
         ("name: x\nhead: {host: a}\nworkers: [{host: b, num_cpu: 2}]\n", "workers.0.num_cpu: unknown key; did you mean 'num_cpus'?"),
         ("name: x\nhead: {host: a}\nvenv: relative/venv\n", "bad.yaml:3: venv: must be an absolute path"),
-        ("name: x\nhead: {host: a}\nworkers: [{host: a}]\n", "node names must be unique"),
+        ("name: x\nhead: {host: a}\nworkers: [{host: a}]\n", "bad.yaml:3: workers.0.host: a is also the name of the head: "
+         "every node needs a name of its own (set `name:` on each)"),
+        # At the repeat's own line and key; it was `bad.yaml: node names must be unique; repeated: w1`.
+        ("name: x\nhead: {host: a}\nworkers:\n  - {host: b, name: w1}\n  - {host: c, name: w2}\n  - {host: d, name: w1}\n",
+         "bad.yaml:6: workers.2.name: w1 is also the name of workers.0: every node needs a name of its own"),
         ("name: x\nhead: {host: a}\nssh: {host_key_checking: 'no'}\n", "ssh.host_key_checking"),
         ("name: 'bad name'\nhead: {host: a}\n", "name:"),
         ("name: x\nhead: {host: a}\nstorage: {path: nfs}\n", "must be an absolute path"),
