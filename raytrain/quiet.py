@@ -90,7 +90,9 @@ class RayMessages:
 
 
 class _Divert(logging.Filter):
-    """On Ray's console handler: records below ERROR go to the messages instead of the terminal."""
+    """On Ray's console handler, and on Python's last-resort handler: records of Ray's loggers below ERROR go to
+    the messages instead of the terminal. (`ray.init(configure_logging=False)`, as the framework's runner calls
+    it, clears Ray's handlers, so Ray's warnings then reach the terminal through Python's last resort.)"""
 
     def __init__(self) -> None:
         super().__init__("raytrain.quiet")
@@ -98,7 +100,7 @@ class _Divert(logging.Filter):
         self._format = logging.Formatter("%(asctime)s\t%(levelname)s %(name)s:%(lineno)s -- %(message)s")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.messages is None or record.levelno >= logging.ERROR:
+        if self.messages is None or record.levelno >= logging.ERROR or record.name.partition(".")[0] != "ray":
             return True
         self.messages.write(self._format.format(record))
         return False
@@ -152,8 +154,8 @@ def quiet_ray() -> RayMessages | None:
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     import ray  # noqa: F401  (sets up the `ray` logger and its console handler)
 
-    for handler in logging.getLogger("ray").handlers:
-        if _divert not in handler.filters:
+    for handler in [*logging.getLogger("ray").handlers, logging.lastResort]:
+        if handler is not None and _divert not in handler.filters:
             handler.addFilter(_divert)
     _divert.messages = messages
     if warnings.showwarning is not _divert_warning:  # (again, where something put its own back since)

@@ -121,12 +121,20 @@ def _run(
         num_cpus=num_cpus,
     )
     interrupt_on_signals()  # Ctrl-C and SIGTERM stop every node, even where SIGINT came in ignored
+    from raytrain.quiet import quiet_ray
+
+    # Ray's own messages below ERROR (a local Ray's token-authentication notice): off the terminal, as with
+    # eval, which has no folder to log them to either (--verbose prints them). What the nodes print still shows.
+    messages = quiet_ray()
     started = time.perf_counter()
     try:
         runner(fn)
     except KeyboardInterrupt:
         err.print(f"stopped by Ctrl-C: all {workers} nodes stopped", style="red")
         raise typer.Exit(130) from None
+    finally:
+        if messages is not None:
+            messages.close()
     err.print(f"{workers} node{'s' if workers > 1 else ''} finished in {time.perf_counter() - started:.1f} s", style="dim")
 
 

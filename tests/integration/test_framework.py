@@ -348,6 +348,23 @@ def test_raytrain_run_end_to_end(ray_session, tmp_path):
     assert "3 nodes finished in" in out
 
 
+def test_raytrain_run_starts_a_local_ray_of_its_own_and_keeps_rays_messages_off_the_terminal(tmp_path):
+    """With no address (the default), `raytrain run` starts a local Ray for the run, as train and tune do; Ray's
+    own messages stay off the terminal as with them (it opened with Ray's token-authentication notice)."""
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    # As a user's shell has it: no address, and no RAY_AUTH_MODE (Ray puts `token` in the environment of the
+    # process that starts a local Ray, as this suite's Ray session did; with it set, Ray says nothing).
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "raytrain", "run", str(tmp_path / "pipeline.py"), "--main", "main", "--workers", "2"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "node 0 heard [1]" in out and "node 1 heard [0]" in out and "2 nodes finished in" in out, out[-4000:]
+    assert "Token authentication" not in out, out[-4000:]
+
+
 def test_raytrain_run_reports_a_failing_node(ray_session, tmp_path):
     proc = _raytrain_run(tmp_path, "--workers", "2", "--labels", "fail,forever")
     out, _ = proc.communicate(timeout=180)
