@@ -14,7 +14,7 @@ from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source, override_text
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
 from raytrain.runs import STATE_FILE, RunFolder, absolute, run_folder_names
-from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, newest
+from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, newest, some_of
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -104,8 +104,7 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         shown = [f"{e.name} ({e.what})" for e in found]
         done = [e for e in found if e.finished]
         example = f", the newest being `raytrain eval {Path(path) / newest(done).name}`" if done else ""
-        raise UsageError(f"{path} is a storage path of {len(shown)} experiment{'s' if len(shown) > 1 else ''}: "
-                         f"{', '.join(shown[:6])}{', ...' if len(shown) > 6 else ''}: give one{example}")
+        raise UsageError(f"{path} is a storage path of {some_of(shown, 'experiment')}: give one{example}")
     raise UsageError(f"{path} is not a raytrain checkpoint (no {STATE_FILE}), a sweep trial's checkpoint, nor a run, "
                      "trial or experiment folder with checkpoints")
 

@@ -80,6 +80,12 @@ def experiments_in(storage: Path) -> list[StoredExperiment]:
     return found
 
 
+def some_of(names: list[str], word: str, most: int = 6) -> str:
+    """How many `word`s, and which, in a message: "3 sweeps: a, b, c" (the first `most` names, then "...")."""
+    n = len(names)
+    return f"{n} {word}{'s' if n > 1 else ''}: {', '.join(names[:most])}{', ...' if n > most else ''}"
+
+
 def newest(experiments: list[StoredExperiment]) -> StoredExperiment:
     return max(experiments, key=lambda e: (e.mtime, e.name))
 
@@ -94,8 +100,7 @@ def read_meta(exp_dir: Path) -> dict:
     if sweeps := [e for e in found if not e.runs]:
         others = len(found) - len(sweeps)
         raise UsageError(
-            f"{exp_dir} is a storage path of {len(sweeps)} sweep{'s' if len(sweeps) > 1 else ''}: "
-            f"{', '.join(e.name for e in sweeps[:6])}{', ...' if len(sweeps) > 6 else ''}"
+            f"{exp_dir} is a storage path of {some_of([e.name for e in sweeps], 'sweep')}"
             + (f" (and {others} experiment{'s' if others > 1 else ''} of `raytrain train`)" if others else "")
             + f": give one, the newest being {exp_dir / newest(sweeps).name}"
         )
