@@ -26,15 +26,16 @@ class Section(BaseModel):
 
 
 class Ranged(Section):
-    """A distribution over [low, high]: refused where that range is empty (high not above low), at its own key."""
+    """A distribution over [low, high]: refused where that range is empty (high not above low), at its own key.
 
-    low: float
-    high: float
+    Its subclasses declare `distribution`, `low` and `high` themselves, so that a dump (`config show`, the
+    experiment folder's sweep.yaml) writes `distribution:` first, as the file does."""
 
     @model_validator(mode="after")
     def _high_above_low(self) -> Ranged:
-        if self.high <= self.low:
-            raise ValueError(f"high ({self.high}) must be above low ({self.low})")
+        low, high = getattr(self, "low"), getattr(self, "high")  # noqa: B009 (declared by each subclass)
+        if high <= low:
+            raise ValueError(f"high ({high}) must be above low ({low})")
         return self
 
 

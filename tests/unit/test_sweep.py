@@ -489,6 +489,16 @@ def test_an_empty_range_is_reported_at_its_own_line_and_key(sweep_file, text, ex
     assert "list[any]" not in msg and "valid list (got {" not in msg
 
 
+def test_a_distribution_is_written_with_distribution_first_as_in_the_file():
+    """`config show` and the experiment folder's sweep.yaml write `distribution:` before its bounds."""
+    from raytrain.sweeps.space import LogUniform, QUniform, RandInt, Uniform
+
+    for cls, extra in ((Uniform, {}), (LogUniform, {}), (QUniform, {"q": 0.1}), (RandInt, {})):
+        dumped = cls.model_validate({"distribution": cls.model_fields["distribution"].annotation.__args__[0],
+                                     "low": 1, "high": 2, **extra}).model_dump()
+        assert list(dumped)[:3] == ["distribution", "low", "high"], dumped
+
+
 def test_sweep_space_values_are_checked_as_train_values(sweep_file):
     # A sampled value goes through the train schema: a choice of a negative lr is refused before any trial.
     msg = errors(sweep_file("space: {training.lr: {distribution: choice, values: [0.001, -1]}}\n"))
