@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from raytrain.config.kind import detect_kind
 from raytrain.config.load import LoadedConfig, load_source, pydantic_issues
 from raytrain.config.schema import SECTIONS, section_keys
 from raytrain.config.source import Source, apply_overrides, read_yaml
@@ -261,9 +262,21 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
     """The base train config, with `set:` and the sweep's stop applied; raises ConfigError when it is invalid."""
     if sweep.base is not None:
         base_path = (Path(path).parent / sweep.base).resolve()
+        if base_path.is_dir():
+            raise ConfigError([ConfigIssue(source.where(("base",)), "base",
+                                           f"{base_path} is a folder: give the train config's file in it")])
         if not base_path.is_file():
             raise ConfigError([ConfigIssue(source.where(("base",)), "base", f"no such file: {base_path}")])
         base_source = read_yaml(base_path)
+        kind, sections = detect_kind(base_source)
+        if kind != "train":
+            # Not a train config with mistakes: every one of its sections would be "unknown".
+            raise ConfigError([ConfigIssue(
+                source.where(("base",)), "base",
+                f"{base_path} is a {kind} file (it has {', '.join(sections)}), not a train config: give the train "
+                "config (the file `raytrain train` takes) that every trial starts from"
+                + (f"; that sweep's own base is {own}" if kind == "sweep" and isinstance(own := base_source.data.get("base"), str) else ""),
+            )])
         shown = str(Path(path).parent / sweep.base)
         base_source.file = shown
         base_source.origins = {k: v.replace(str(base_path), shown) for k, v in base_source.origins.items()}
