@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,13 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
                 msg = "is required: add `environment: {env: CartPole-v1}` (a Gymnasium id or 'pkg.module:Class')"
         elif kind in ("union_tag_invalid", "union_tag_not_found") and "distribution" in str(err.get("ctx", {})):
             msg = "a distribution needs `distribution:` one of uniform, loguniform, quniform, randint, choice, grid"
+        elif kind == "model_attributes_type" and len(loc) == 2 and loc[0] == "space":
+            # A sweep's space entry written as its values alone (`training.lr: [0.001, 0.002]`) or as one value.
+            value = err.get("input")
+            shown = json.dumps(value, default=str) if isinstance(value, list) else repr(value)
+            example = f"{{distribution: choice, values: {shown if isinstance(value, list) else '[...]'}}}"
+            msg = (f"must be a distribution, e.g. `{example}` (choice, grid, uniform, loguniform, quniform or "
+                   f"randint), not {shown}")
         elif kind == "list_type" and "list[any]" in raw_loc:
             msg = (f"must be a list of values or a distribution (`{{distribution: uniform, low: ..., high: ...}}`), "
                    f"not {err.get('input')!r}")

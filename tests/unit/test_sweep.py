@@ -499,6 +499,67 @@ def test_a_distribution_is_written_with_distribution_first_as_in_the_file():
         assert list(dumped)[:3] == ["distribution", "low", "high"], dumped
 
 
+@pytest.mark.parametrize(
+    "base_text,expected",
+    [
+        ("base: other.yaml\nsearch: {algorithm: random}\n", "is a sweep file (it has base, search), not a train config"),
+        ("name: lab\nhead: {host: localhost}\n", "is a cluster file (it has head), not a train config"),
+        ("nodes: 2\ncpus_per_node: 4\n", "is a slurm file (it has cpus_per_node, nodes), not a train config"),
+    ],
+)
+def test_a_base_that_is_another_kind_of_raytrain_file_is_named_as_such(tmp_path, base_text, expected):
+    """It gave an `unknown section` error for each of the base's sections and `environment: is required`."""
+    from raytrain.config.sweep_load import load_sweep
+
+    (tmp_path / "other.yaml").write_text(base_text)
+    path = tmp_path / "sweep.yaml"
+    path.write_text("base: other.yaml\nsearch: {algorithm: random, num_samples: 2}\n")
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    (issue,) = info.value.issues
+    assert str(issue).startswith(f"{path}:1: base: {tmp_path / 'other.yaml'} {expected}"), str(issue)
+    assert "give the train config" in str(issue)
+
+
+def test_a_base_that_is_a_sweep_names_that_sweeps_own_base(tmp_path):
+    from raytrain.config.sweep_load import load_sweep
+
+    (tmp_path / "pbt.yaml").write_text("base: cartpole.yaml\nsearch: {algorithm: random}\n")
+    path = tmp_path / "sweep.yaml"
+    path.write_text("base: pbt.yaml\n")
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    assert str(info.value).endswith("; that sweep's own base is cartpole.yaml")
+
+
+@pytest.mark.parametrize(
+    "written,expected",
+    [
+        ("[0.001, 0.002]", "must be a distribution, e.g. `{distribution: choice, values: [0.001, 0.002]}` (choice, grid, "
+         "uniform, loguniform, quniform or randint), not [0.001, 0.002]"),
+        ("0.9", "must be a distribution, e.g. `{distribution: choice, values: [...]}`"),
+        ("[2024-01-01]", 'values: ["2024-01-01"]}` (choice, grid, uniform, loguniform, quniform or randint), not '
+         '["2024-01-01"]'),  # what YAML reads as a date is shown as written, not a crash
+    ],
+)
+def test_a_space_entry_written_as_its_values_says_to_write_a_distribution(sweep_file, written, expected):
+    """It said "Input should be a valid dictionary or object to extract fields from"."""
+    msg = errors(sweep_file(f"space:\n  training.lr: {written}\n"))
+    assert ":4: space.training.lr: must be a distribution, e.g. `{distribution: choice, values: " in msg, msg
+    assert expected in msg, msg
+
+
+def test_a_base_that_is_a_folder_says_so(tmp_path):
+    from raytrain.config.sweep_load import load_sweep
+
+    (tmp_path / "configs").mkdir()
+    path = tmp_path / "sweep.yaml"
+    path.write_text("base: configs\nsearch: {algorithm: random, num_samples: 2}\n")
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    assert str(info.value) == f"{path}:1: base: {tmp_path / 'configs'} is a folder: give the train config's file in it"
+
+
 def test_sweep_space_values_are_checked_as_train_values(sweep_file):
     # A sampled value goes through the train schema: a choice of a negative lr is refused before any trial.
     msg = errors(sweep_file("space: {training.lr: {distribution: choice, values: [0.001, -1]}}\n"))
