@@ -578,7 +578,9 @@ def load_cluster(path: str | Path, overrides: list[str] | None = None, *, starti
     try:
         cfg = ClusterConfig.model_validate(source.data)
     except ValidationError as exc:
-        raise ConfigError(pydantic_issues(exc, source, ClusterConfig)) from None
+        from raytrain.config.kind import wrong_kind
+
+        raise wrong_kind(source, "cluster") or ConfigError(pydantic_issues(exc, source, ClusterConfig)) from None
     issues = [ConfigIssue(source.where(keys), ".".join(map(str, keys)), message) for keys, message in cfg.problems()]
     if issues:
         raise ConfigError(issues)

@@ -67,3 +67,36 @@ def check_kind(kind: str | None) -> None:
 
     if kind is not None and kind not in KINDS:
         raise UsageError(f"--kind {kind!r}: choose {', '.join(KINDS[:-1])} or {KINDS[-1]}")
+
+
+_TAKEN_BY = {
+    "train": "train it with `raytrain train {file}`",
+    "sweep": "run it with `raytrain tune {file}`",
+    "cluster": "start it with `raytrain cluster up {file}`, or give it as `--cluster {file}`",
+    "slurm": "give it as `--slurm {file}` to `raytrain tune` or `raytrain train`",
+}
+_NAMES = {"train": "a train config", "sweep": "a sweep file", "cluster": "a cluster file", "slurm": "a Slurm file"}
+
+
+def other_kind(source: Source, expected: str) -> tuple[str, str] | None:
+    """(kind, "a sweep file (it has base, search)") for a file whose sections say it is not of kind `expected`;
+    None for a file of that kind, or one whose kind cannot be told."""
+    try:
+        kind, sections = detect_kind(source)
+    except ConfigError:
+        return None
+    if kind == expected:
+        return None
+    told = f"it has {', '.join(sections)}" if sections else "it has no section of a sweep, cluster or Slurm file"
+    return kind, f"{_NAMES[kind]} ({told})"
+
+
+def wrong_kind(source: Source, expected: str) -> ConfigError | None:
+    """For a file that failed the checks of `expected`'s loader: the one error that says it is a file of another
+    kind and which command takes it (instead of an `unknown section` error per section), or None."""
+    found = other_kind(source, expected)
+    if found is None:
+        return None
+    kind, what = found
+    file = source.file or "the file"
+    return ConfigError([ConfigIssue(source.file, "", f"{what}, not {_NAMES[expected]}: {_TAKEN_BY[kind].format(file=file)}")])

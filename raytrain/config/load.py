@@ -391,4 +391,10 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> LoadedC
     Raises:
         ConfigError: every problem found, each with file:line, dotted path and what to do.
     """
-    return load_source(read_yaml(path), overrides)
+    from raytrain.config.kind import wrong_kind
+
+    source = read_yaml(path)
+    try:
+        return load_source(source, overrides)
+    except ConfigError as exc:
+        raise wrong_kind(source, "train") or exc from None

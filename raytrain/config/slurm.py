@@ -214,7 +214,9 @@ def load_slurm(path: str | Path, overrides: list[str] | None = None) -> SlurmCon
     try:
         cfg = SlurmConfig.model_validate(source.data, context={"fields_only": True})
     except ValidationError as exc:
-        raise ConfigError(pydantic_issues(exc, source, SlurmConfig)) from None
+        from raytrain.config.kind import wrong_kind
+
+        raise wrong_kind(source, "slurm") or ConfigError(pydantic_issues(exc, source, SlurmConfig)) from None
     issues = [ConfigIssue(source.where(path), ".".join(path), message) for path, message in cfg.problems()]
     if issues:
         raise ConfigError(issues)

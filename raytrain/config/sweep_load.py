@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from raytrain.config.kind import detect_kind
+from raytrain.config.kind import other_kind, wrong_kind
 from raytrain.config.load import LoadedConfig, load_source, pydantic_issues
 from raytrain.config.schema import SECTIONS, section_keys
 from raytrain.config.source import Source, apply_overrides, read_yaml
@@ -229,7 +229,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
     try:
         sweep = SweepConfig.model_validate(source.data)
     except ValidationError as exc:
-        raise ConfigError(pydantic_issues(exc, source, SweepConfig)) from None
+        raise wrong_kind(source, "sweep") or ConfigError(pydantic_issues(exc, source, SweepConfig)) from None
     issues: list[ConfigIssue] = []
     warnings: list[str] = []
     taken: dict[KeyPath, str] = {}  # the sweep's settings taken from the base config, and their key there
@@ -268,14 +268,14 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
         if not base_path.is_file():
             raise ConfigError([ConfigIssue(source.where(("base",)), "base", f"no such file: {base_path}")])
         base_source = read_yaml(base_path)
-        kind, sections = detect_kind(base_source)
-        if kind != "train":
+        if found := other_kind(base_source, "train"):
             # Not a train config with mistakes: every one of its sections would be "unknown".
+            kind, what = found
+            own = base_source.data.get("base") if kind == "sweep" else None
             raise ConfigError([ConfigIssue(
                 source.where(("base",)), "base",
-                f"{base_path} is a {kind} file (it has {', '.join(sections)}), not a train config: give the train "
-                "config (the file `raytrain train` takes) that every trial starts from"
-                + (f"; that sweep's own base is {own}" if kind == "sweep" and isinstance(own := base_source.data.get("base"), str) else ""),
+                f"{base_path} is {what}, not a train config: give the train config (the file `raytrain train` "
+                "takes) that every trial starts from" + (f"; that sweep's own base is {own}" if isinstance(own, str) else ""),
             )])
         shown = str(Path(path).parent / sweep.base)
         base_source.file = shown

@@ -174,10 +174,44 @@ def test_validate_unknown_or_mixed_kind_exit_2(write_yaml):
     assert "search (sweep); head (cluster)" in result.output
     wrong = runner.invoke(app, ["config", "validate", str(train), "--kind", "cluster"])
     assert wrong.exit_code == 2
-    assert f"{train}:1: environment: unknown key" in wrong.output
+    assert (f"{train}: a train config (it has no section of a sweep, cluster or Slurm file), not a cluster file: "
+            f"train it with `raytrain train {train}`") in " ".join(wrong.output.split())
     assert "checked as a cluster file (--kind), but its sections look like a train file" in wrong.output
     given = runner.invoke(app, ["config", "validate", str(train), "--kind", "train", "--no-rllib"])
     assert given.exit_code == 0 and f"ok: {train} (train: " in given.output
+
+
+@pytest.mark.parametrize(
+    "command,kind,expected",
+    [
+        (["train", "{file}", "--dry-run"], "sweep", "a sweep file (it has base, checkpoint, search, space), not a train config: run it "
+         "with `raytrain tune {file}`"),
+        (["tune", "{file}", "--dry-run"], "train", "a train config (it has no section of a sweep, cluster or Slurm file), "
+         "not a sweep file: train it with `raytrain train {file}`"),
+        (["cluster", "up", "{file}", "--dry-run"], "sweep", "a sweep file (it has base, checkpoint, search, space), not a cluster "
+         "file: run it with `raytrain tune {file}`"),
+        (["train", "{train}", "--cluster", "{file}", "--dry-run"], "sweep", "not a cluster file: run it with `raytrain tune"),
+        (["tune", "{sweep}", "--slurm", "{file}", "--dry-run"], "cluster", "a cluster file (it has head, workers), not a Slurm file: "
+         "start it with `raytrain cluster up {file}`, or give it as `--cluster {file}`"),
+        (["train", "{file}", "--dry-run"], "slurm", "a Slurm file (it has cpus_per_node, nodes), not a train config: give "
+         "it as `--slurm {file}` to `raytrain tune` or `raytrain train`"),
+    ],
+)
+def test_a_file_of_another_kind_says_which_command_takes_it(write_yaml, tmp_path, monkeypatch, command, kind, expected):
+    """`raytrain train sweep.yaml` gave an `unknown section` error for each of the sweep's sections."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    train = write_yaml("environment: {env: CartPole-v1}\n", "base.yaml")
+    sweep = write_yaml(SWEEP + f"checkpoint: {{storage_path: {tmp_path / 'results'}}}\n", "sweep.yaml")
+    files = {"train": train, "sweep": sweep, "cluster": write_yaml(CLUSTER, "cluster.yaml"),
+             "slurm": write_yaml("nodes: 2\ncpus_per_node: 4\n", "slurm.yaml")}
+    fill = {"file": files[kind], "train": train, "sweep": sweep}
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = runner.invoke(app, [part.format(**fill) for part in command])
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert f"error: {files[kind]}: " in output and expected.format(**fill) in output, output
+    assert "unknown section" not in output and "unknown key" not in output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
 def test_show_sweep_and_cluster(write_yaml, tmp_path, monkeypatch):

@@ -504,7 +504,7 @@ def test_a_distribution_is_written_with_distribution_first_as_in_the_file():
     [
         ("base: other.yaml\nsearch: {algorithm: random}\n", "is a sweep file (it has base, search), not a train config"),
         ("name: lab\nhead: {host: localhost}\n", "is a cluster file (it has head), not a train config"),
-        ("nodes: 2\ncpus_per_node: 4\n", "is a slurm file (it has cpus_per_node, nodes), not a train config"),
+        ("nodes: 2\ncpus_per_node: 4\n", "is a Slurm file (it has cpus_per_node, nodes), not a train config"),
     ],
 )
 def test_a_base_that_is_another_kind_of_raytrain_file_is_named_as_such(tmp_path, base_text, expected):
