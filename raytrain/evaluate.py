@@ -14,7 +14,7 @@ from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source, override_text
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
 from raytrain.runs import STATE_FILE, RunFolder, absolute, run_folder_names
-from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, newest, some_of
+from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, file_given_for_results, newest, some_of
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -93,6 +93,8 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
                          f"(`raytrain tune status {path}` lists them)")
     if not p.exists():
         raise UsageError(f"{path} does not exist")
+    if p.is_file() and (given := file_given_for_results(p, "raytrain eval")):
+        raise UsageError(given)
     runs = run_folder_names(p) if p.is_dir() else []
     if runs:
         # storage_path/<experiment.name>/: every `raytrain train` of that name made a run folder here.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,10 +91,51 @@ def newest(experiments: list[StoredExperiment]) -> StoredExperiment:
     return max(experiments, key=lambda e: (e.mtime, e.name))
 
 
+def file_given_for_results(path: Path, command: str | None = None) -> str | None:
+    """For a sweep file or a train config given where its results were meant: what it is and where its newest
+    results are (with `command` on them, e.g. `raytrain eval X`), read from the file's own storage path; None for
+    any other file, or one that does not load. Without `command` (the tune commands), for a sweep file only."""
+    from raytrain.config.kind import detect_kind
+    from raytrain.config.source import read_yaml
+    from raytrain.errors import ConfigError
+
+    def use(folder: Path) -> str:
+        return f"{folder} (`{command} {folder}`)" if command else str(folder)
+
+    try:
+        kind, _ = detect_kind(read_yaml(path))
+        if kind == "sweep":
+            from raytrain.config.sweep_load import load_sweep
+
+            loaded = load_sweep(path, storage="skip")
+            storage, name = Path(loaded.sweep.checkpoint.storage_path), loaded.name
+            mine = [e for e in experiments_in(storage)
+                    if not e.runs and re.fullmatch(re.escape(name) + r"(_\d+)?", e.name)]
+            where = (f"the newest experiment of this sweep is {use(storage / newest(mine).name)}" if mine
+                     else f"it has no experiment in {storage} yet (`raytrain tune {path}`)")
+            return f"{path} is a sweep file, not its experiment folder: {where}"
+        if kind == "train" and command:
+            from raytrain.config.load import load_config
+            from raytrain.runs import run_folder_names
+
+            experiment = load_config(path).config.experiment
+            folder = Path(experiment.storage_path) / str(experiment.name)  # set by the schema when not given
+            runs = run_folder_names(folder) if folder.is_dir() else []
+            where = (f"the latest run of this config is {use(folder / runs[-1])}" if runs
+                     else f"it has no run in {folder} yet (`raytrain train {path}`)")
+            return f"{path} is a train config, not a run folder or a checkpoint: {where}"
+    except (ConfigError, OSError):
+        return None
+    return None
+
+
 def read_meta(exp_dir: Path) -> dict:
     """The experiment's raytrain metadata. UsageError (exit 2) when `exp_dir` is not an experiment folder."""
     exp_dir = Path(exp_dir)
     path = exp_dir / META_FILE
+    if exp_dir.is_file():
+        raise UsageError(file_given_for_results(exp_dir) or f"{exp_dir} is a file; give the experiment folder "
+                         "(checkpoint.storage_path/<name>)")
     if not exp_dir.is_dir():
         raise UsageError(f"{exp_dir}: no such folder; give the experiment folder (checkpoint.storage_path/<name>)")
     found = [] if path.is_file() else experiments_in(exp_dir)

@@ -499,6 +499,22 @@ def test_eval_of_the_folder_of_a_train_experiment_names_its_latest_run(run_dir, 
             f"give one, the latest being `raytrain eval {experiment / '2026-01-04_00-00-00'}`") in " ".join(result.output.split())
 
 
+def test_eval_of_a_train_config_names_its_latest_run(run_dir, no_ray_start, tmp_path):
+    """`raytrain eval tiny.yaml` (the config, where its run was meant) said only that it was no checkpoint."""
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY.format(storage=tmp_path / "results"))
+    result = runner.invoke(app, ["eval", str(config)])
+    assert result.exit_code == 2, result.output
+    assert (f"{config} is a train config, not a run folder or a checkpoint: the latest run of this config is "
+            f"{run_dir} (`raytrain eval {run_dir}`)") in " ".join(result.output.split())
+    other = tmp_path / "other.yaml"
+    other.write_text(TINY.format(storage=tmp_path / "results").replace("name: tiny", "name: other"))
+    result = runner.invoke(app, ["eval", str(other)])
+    assert result.exit_code == 2, result.output
+    assert (f"{other} is a train config, not a run folder or a checkpoint: it has no run in "
+            f"{tmp_path / 'results' / 'other'} yet (`raytrain train {other}`)") in " ".join(result.output.split())
+
+
 def test_eval_of_a_storage_path_names_the_experiments_in_it(run_dir, no_ray_start, tmp_path):
     """`raytrain eval ~/raytrain_results` (the storage path, one level too high) lists what it could mean."""
     storage = run_dir.parent.parent

@@ -274,7 +274,7 @@ def test_resume_of_a_folder_that_is_not_a_sweep_exits_2_before_ray_writing_nothi
         target.mkdir()
         (target / "x.txt").write_text("x")
     elif case == "a-file":
-        target, message = tmp_path / "base.yaml", "no such folder"
+        target, message = tmp_path / "base.yaml", "base.yaml is a file; give the experiment folder"  # was "no such folder"
         (tmp_path / "base.yaml").write_text(BASE)
     else:
         target, message = _meta_only_experiment(sweep, tmp_path), "has no Tune experiment state to resume from"
@@ -494,6 +494,31 @@ def test_a_storage_path_given_for_an_experiment_names_its_sweeps(tmp_path, comma
     assert (f"{tmp_path} is a storage path of 3 sweeps: cartpole_asha, cartpole_pbt, cartpole_pbt_2 (and 1 "
             f"experiment of `raytrain train`): give one, the newest being {tmp_path / 'cartpole_pbt_2'}") in " ".join(result.output.split())
     assert listing(tmp_path) == before
+    assert not ray_started()
+
+
+@pytest.mark.parametrize("command", ["status", "plot", "resume"])
+def test_a_sweep_file_given_for_its_experiment_names_the_newest(sweep, tmp_path, command):
+    """`raytrain tune status sweep.yaml` said "no such folder" of a file that exists."""
+    import os
+
+    path = sweep("name: pbtx\n")
+    results = tmp_path / "results"
+    for name, stamp in (("pbtx", 1_000_000), ("pbtx_2", 2_000_000), ("pbtxy", 3_000_000)):
+        (results / name).mkdir(parents=True)
+        (results / name / "raytrain_sweep.json").write_text("{}")
+        os.utime(results / name, (stamp, stamp))
+    before = listing(tmp_path)
+    result = invoke("tune", command, str(path))
+    assert result.exit_code == 2, result.output
+    assert (f"{path} is a sweep file, not its experiment folder: the newest experiment of this sweep is "
+            f"{results / 'pbtx_2'}\n") in " ".join(result.output.split(" "))
+    assert listing(tmp_path) == before
+    fresh = sweep("name: never\n")
+    result = invoke("tune", command, str(fresh))
+    assert result.exit_code == 2, result.output
+    assert (f"{fresh} is a sweep file, not its experiment folder: it has no experiment in {results} yet "
+            f"(`raytrain tune {fresh}`)") in " ".join(result.output.split())
     assert not ray_started()
 
 
