@@ -144,7 +144,8 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
             msg = "a schedule needs `schedule: linear` (start, end, timesteps) or `schedule: piecewise` (points)"
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            if "input" in err and not isinstance(err["input"], dict):
+            # The input, unless the check's own message shows what it found already ("..., got [0, 5, 3]").
+            if "input" in err and not isinstance(err["input"], dict) and ", got " not in msg:
                 got = f" (got {err['input']!r})"
                 # `number | "auto"`, `number | bool`: one message for the members, "X or Y (got v)".
                 if any(p in _MEMBERS or p.startswith("literal[") for p in raw_loc):

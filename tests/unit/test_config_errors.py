@@ -53,6 +53,20 @@ def test_problems_are_reported_in_the_order_of_their_lines(write_yaml):
     assert lines == [1, 4, 4, 5, 6, 7]
 
 
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("experiment: {storage_path: relative}\n", "experiment.storage_path: must be an absolute path (or start with ~), got 'relative'"),
+        ("training: {lr: {schedule: piecewise, points: [[0, 0.001], [5, 0.0005], [3, 0.0001]]}}\n",
+         "training.lr.points: timesteps must increase strictly, got [0, 5, 3]"),
+    ],
+)
+def test_what_a_check_found_is_shown_once(write_yaml, text, expected):
+    """It was shown twice: "..., got 'relative' (got 'relative')"."""
+    (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\n" + text))
+    assert msg.endswith(expected), msg
+
+
 def test_missing_environment(write_yaml):
     (msg,) = errors_of(write_yaml("training: {lr: 0.001}\n"))
     assert "environment: is required" in msg and "CartPole-v1" in msg
