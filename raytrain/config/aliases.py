@@ -9,7 +9,6 @@ notice naming that key, so nothing a user wrote is dropped.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -99,7 +98,7 @@ def normalize(source: Source) -> list[str]:
             both set for the same key.
     """
     data = source.data
-    notices: list[str] = []
+    notices: list[tuple[str | None, str]] = []  # (where the old name is, the notice): shown in file order
     issues: list[ConfigIssue] = []
 
     def put(section: str, key: str, value: Any, old_path: tuple[str, ...], replaces_base: bool) -> None:
@@ -120,7 +119,7 @@ def normalize(source: Source) -> list[str]:
                     )
                 )
                 return
-        notices.append(_notice(source, old_path, f"{section}.{key}", extra))
+        notices.append((source.where(old_path), _notice(source, old_path, f"{section}.{key}", extra)))
         target[key] = value
         source.move(old_path, (section, key))
 
@@ -128,7 +127,7 @@ def normalize(source: Source) -> list[str]:
     for old, new in SECTION_ALIASES.items():
         if old in data:
             value = data.pop(old)
-            notices.append(_notice(source, (old,), new))
+            notices.append((source.where((old,)), _notice(source, (old,), new)))
             if new in data and isinstance(data[new], dict) and isinstance(value, dict):
                 for k, v in value.items():
                     if k in data[new]:
@@ -163,10 +162,8 @@ def normalize(source: Source) -> list[str]:
                     )
                 else:
                     where = source.where(path)
-                    notices.append(
-                        f"notice: {where + ': ' if where else ''}{'.'.join(path)}: torch is the only framework "
-                        "on RLlib's new API stack; the key is not needed"
-                    )
+                    notices.append((where, f"notice: {where + ': ' if where else ''}{'.'.join(path)}: torch is the "
+                                    "only framework on RLlib's new API stack; the key is not needed"))
             elif key in KEY_ALIASES:
                 section, new_key, convert = KEY_ALIASES[key]
                 value = container.pop(key)
@@ -188,8 +185,8 @@ def normalize(source: Source) -> list[str]:
                     )
                     continue
                 stop[new] = value
-                notices.append(_notice(source, ("stop", key), f"stop.{new}"))
+                notices.append((source.where(("stop", key)), _notice(source, ("stop", key), f"stop.{new}")))
                 source.move(("stop", key), ("stop", new))
     if issues:
         raise ConfigError(issues)
-    return in_file_order(notices, lambda notice: (m := re.match(r"notice: (.+?:\d+): ", notice)) and m.group(1))
+    return [text for _, text in in_file_order(notices, lambda notice: notice[0])]

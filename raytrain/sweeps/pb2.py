@@ -9,7 +9,7 @@ from pydantic import AfterValidator, Field
 
 from raytrain.sweeps.base import Issue, KeyPath, SchedulerSettings, Spec, TuneClass
 from raytrain.sweeps.pbt import PopulationBased
-from raytrain.sweeps.space import DomainSpec, nest
+from raytrain.sweeps.space import DomainSpec, check_range, nest
 from raytrain.tune import TRIAL_KEY
 
 if TYPE_CHECKING:
@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 
 
 def _low_below_high(bounds: tuple[float, float]) -> tuple[float, float]:
-    low, high = bounds
-    if high <= low:
-        raise ValueError(f"high ({high}) must be above low ({low})")
+    check_range(*bounds)
     return bounds
 
 

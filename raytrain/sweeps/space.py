@@ -33,10 +33,14 @@ class Ranged(Section):
 
     @model_validator(mode="after")
     def _high_above_low(self) -> Ranged:
-        low, high = getattr(self, "low"), getattr(self, "high")  # noqa: B009 (declared by each subclass)
-        if high <= low:
-            raise ValueError(f"high ({high}) must be above low ({low})")
+        check_range(getattr(self, "low"), getattr(self, "high"))  # noqa: B009 (declared by each subclass)
         return self
+
+
+def check_range(low: float, high: float) -> None:
+    """The one check of a [low, high] range, for the distributions and PB2's bounds: ValueError where it is empty."""
+    if high <= low:
+        raise ValueError(f"high ({high}) must be above low ({low})")
 
 
 class Uniform(Ranged):
