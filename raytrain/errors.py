@@ -87,6 +87,19 @@ class FrameworkError(RaytrainError):
     """The middleware framework failed."""
 
 
+class RayAddressError(RaytrainError):
+    """The address of the Ray cluster to join is not one (checked as typed, before anything connects)."""
+
+    exit_code = 2
+
+    def __init__(self, address: str, problem: str, *, from_env: bool = False) -> None:
+        source = " (from RAY_ADDRESS)" if from_env else ""
+        super().__init__(
+            f"Ray address {address!r}{source}: {problem}. Give the head's HOST:PORT, e.g. 10.0.0.5:6379 "
+            "(its GCS port: 6379 unless `ray start --head --port` set another)."
+        )
+
+
 class RayUnreachableError(RaytrainError):
     """Nothing answers at the address of the Ray cluster to join (found in seconds, before Ray retries it)."""
 

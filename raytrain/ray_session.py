@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from raytrain.errors import RayUnreachableError, TrainError
+from raytrain.errors import RayAddressError, RayUnreachableError, TrainError
 
 
 def cluster_address(address: str | None, cluster: Path | None) -> str | None:
@@ -46,6 +46,8 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
         True when this call initialized Ray, False when a session was there already.
 
     Raises:
+        RayAddressError: the address to join is not one as typed (not HOST:PORT, a port out of range, a host
+            that is neither an IP address nor a hostname).
         RayUnreachableError: nothing answers at the address to join (`address`, else RAY_ADDRESS, which
             `ray.init` reads too), found in seconds; Ray itself would retry it for minutes.
     """
@@ -55,7 +57,7 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
 
     if ray.is_initialized():
         return False
-    joining = ray_address(address)
+    joining = check_address(address)
     if joining:
         problem = gcs_unreachable(joining)
         if problem is not None:
@@ -90,6 +92,19 @@ def ray_address(address: str | None) -> str | None:
     return address or os.environ.get("RAY_ADDRESS") or None
 
 
+def check_address(address: str | None) -> str | None:
+    """The Ray cluster to join (`ray_address`), checked as typed.
+
+    Raises:
+        RayAddressError: it is not HOST:PORT of a host and a port; says so of RAY_ADDRESS where it came from there.
+    """
+    joining = ray_address(address)
+    malformed = address_malformed(joining) if joining else None
+    if joining and malformed is not None:
+        raise RayAddressError(joining, malformed, from_env=not address)
+    return joining
+
+
 def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     """Connect to the cluster at `address` (or RAY_ADDRESS), or start a local Ray. Returns a description.
 
@@ -98,16 +113,17 @@ def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     env runners and learners are actors, and Ray 2.60 gives every actor a process of its own).
 
     Raises:
+        RayAddressError: `address` is not HOST:PORT of a host and a port (as typed).
         RayUnreachableError: nothing answers at `address` (found in seconds).
         TrainError: Ray cannot join the cluster at `address` for another reason.
     """
     from raytrain.quiet import worker_runtime_env
 
-    address = ray_address(address)
+    address = check_address(address)
     if address:
         try:
             joined = init_ray(address, logging_level="WARNING", runtime_env=worker_runtime_env())
-        except RayUnreachableError:
+        except (RayAddressError, RayUnreachableError):
             raise
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... here
             raise TrainError(
@@ -134,19 +150,41 @@ def gcs_unreachable(address: str, timeout_s: float = 5.0) -> str | None:
 
     if address.startswith("ray://"):
         return None
+    malformed = address_malformed(address)
+    if malformed is not None:
+        return malformed
     try:
         bootstrap = canonicalize_bootstrap_address(address)
-    except ValueError as exc:  # not HOST:PORT
-        return f"not a Ray address ({exc})"
     except Exception as exc:  # ConnectionError: "auto" and no Ray recorded on this machine
         return str(exc)
     if bootstrap is None:  # "local", or "auto" with no cluster recorded: Ray starts one
         return None
-    host, port = parse_address(bootstrap)  # parsed once already by canonicalize_bootstrap_address
-    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-        return f"the port {port!r} is not a number from 1 to 65535"
+    host, port = parse_address(bootstrap)  # checked by address_malformed as it was typed
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
         return f"nothing answers at {bootstrap} ({exc})"
+    return None
+
+
+def address_malformed(address: str) -> str | None:
+    """Why `address` is not a Ray address as typed (not HOST:PORT, a port out of range, a host that is neither
+    an IP address nor a hostname), or None. `auto` and `local` are Ray's words; a Ray Client address is
+    `ray://HOST:PORT`."""
+    from ray._private.services import parse_address
+
+    from raytrain.config.cluster import check_hostname_or_ip
+
+    if address in ("auto", "local"):
+        return None
+    parsed = parse_address(address.removeprefix("ray://"))  # Ray's own split: None where it finds no HOST:PORT; IPv6 brackets dropped
+    if parsed is None:
+        return "not HOST:PORT"
+    host, port = parsed
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return f"the port {port!r} is not a number from 1 to 65535"
+    try:
+        check_hostname_or_ip(host)
+    except ValueError:
+        return f"the host {host!r} is not an IP address or a hostname"
     return None

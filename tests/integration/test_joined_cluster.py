@@ -1,6 +1,7 @@
 """`--address`: a Ray joined whose CPUs cannot place what the config asks for is exit 2 at the field, with
 nothing built or written (a local Ray's CPUs are known before it starts and are checked then, tests/unit; a
-joined cluster's are known only once joined); an address where nothing answers is exit 1 within seconds.
+joined cluster's are known only once joined); an address where nothing answers is exit 1 within seconds, and
+one that is not HOST:PORT of a host and a port (a typo, a hostile value) exit 2 before anything connects.
 
 Mode: the commands run as subprocesses that join the session's Ray (token auth, as `ray.init()` started it) by
 its GCS address, as a user's `--address HOST:PORT` does.
@@ -75,4 +76,36 @@ def test_an_address_where_nothing_answers_fails_in_seconds(tmp_path, command):
     assert f"cannot connect to the Ray cluster at 127.0.0.1:{port}: nothing answers at " in said, said[-3000:]
     assert "Connection refused" in said and f"ray status --address 127.0.0.1:{port}" in said
     assert "Traceback" not in said
+    assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize(("command", "address", "said"), [
+    ("train", "10.0.0.5:70000", "the port '70000' is not a number from 1 to 65535"),
+    ("tune", "$(reboot):6379", "the host '$(reboot)' is not an IP address or a hostname"),
+    ("run", "a b:6379", "the host 'a b' is not an IP address or a hostname"),
+    ("train", "10.0.0.5", "not HOST:PORT"),
+])
+def test_an_address_that_is_not_one_is_exit_2_as_typed_with_nothing_written(tmp_path, command, address, said):
+    """A typo in the address is a bad input (exit 2), told apart from a cluster that is down (exit 1)."""
+    _write_configs(tmp_path, 0)
+    (tmp_path / "pipeline.py").write_text("def main():\n    pass\n")
+    target = {"train": ["base.yaml"], "tune": ["sweep.yaml"], "run": ["pipeline.py", "--main", "main", "--workers", "2"]}
+    before = _listing(tmp_path)
+    result = _raytrain(command, str(tmp_path / target[command][0]), *target[command][1:], "--address", address,
+                       timeout=60)
+    said_all = " ".join(result.stderr.split())
+    assert result.returncode == 2, said_all[-3000:]
+    assert f"Ray address {address!r}: {said}. Give the head's HOST:PORT, e.g. 10.0.0.5:6379" in said_all, said_all[-3000:]
+    assert "Traceback" not in said_all
+    assert _listing(tmp_path) == before
+
+
+def test_a_malformed_ray_address_in_the_environment_is_named_as_coming_from_there(tmp_path):
+    _write_configs(tmp_path, 0)
+    before = _listing(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "raytrain", "train", str(tmp_path / "base.yaml")],
+                            capture_output=True, text=True, timeout=60, env={**os.environ, "RAY_ADDRESS": "head;6379"})
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 2, said[-3000:]
+    assert "Ray address 'head;6379' (from RAY_ADDRESS): not HOST:PORT." in said
     assert _listing(tmp_path) == before

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raytrain.ray_session import gcs_unreachable
+from raytrain.config.cluster import check_hostname_or_ip
+from raytrain.ray_session import address_malformed, gcs_unreachable
 
 from ..ports import free_port
 
@@ -34,12 +35,14 @@ def test_a_local_ray_and_ray_client_addresses_are_left_to_ray(address):
 
 
 @pytest.mark.parametrize(("address", "said"), [
-    ("head", "not a Ray address"),
+    ("head", "not HOST:PORT"),
     ("127.0.0.1:0", "the port '0' is not a number from 1 to 65535"),
     ("127.0.0.1:65536", "the port '65536' is not a number from 1 to 65535"),
     ("127.0.0.1:٣", "the port '٣' is not a number"),  # an Arabic-Indic 3: str.isdigit() and int() take it
     ("127.0.0.1:1;reboot", "the port '1;reboot' is not a number"),
-    ("$(reboot):6379", "nothing answers at $(reboot):6379"),
+    ("$(reboot):6379", "the host '$(reboot)' is not an IP address or a hostname"),
+    ("a b:6379", "the host 'a b' is not an IP address or a hostname"),
+    ("10.0.0.5:6379\n", "the port '6379\\n' is not a number"),
 ])
 def test_hostile_or_malformed_addresses_are_refused_as_they_were_typed(address, said):
     assert said in (gcs_unreachable(address, timeout_s=1) or "")
@@ -55,3 +58,25 @@ def test_any_port_text_is_refused_unless_it_is_a_port_number(port):
         assert problem == f"the port {port!r} is not a number from 1 to 65535"
     else:
         assert problem is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=20), st.one_of(st.just("6379"), st.text(max_size=6)))
+def test_an_address_taken_as_typed_is_a_hostname_or_an_ip_address_and_a_port(host, port):
+    """Checked before anything resolves or connects to it: no shell or control character gets through."""
+    address = f"{host}:{port}"
+    if address_malformed(address) is None:
+        host = host.removeprefix("ray://")
+        assert not set(address) & set(";&|$`'\"\\ <>(){}*?!#~\t\r\n\x00")
+        assert port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
+        check_hostname_or_ip(host[1:-1] if host.startswith("[") else host)  # raises where it is neither
+
+
+@pytest.mark.parametrize("address", ["10.0.0.5:6379", "head-1.lab:6379", "[2001:db8::1]:6379", "auto", "local",
+                                     "ray://head:10001"])
+def test_addresses_ray_takes_are_not_malformed(address):
+    assert address_malformed(address) is None
+
+
+def test_a_ray_client_address_is_checked_as_well():
+    assert address_malformed("ray://$(reboot):10001") == "the host '$(reboot)' is not an IP address or a hostname"
