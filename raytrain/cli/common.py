@@ -85,6 +85,14 @@ def argv() -> list[str]:
     return ["raytrain", *sys.argv[1:]]
 
 
+_interrupted_by: list[str] = []
+
+
+def interrupting_signal() -> str | None:
+    """What interrupted this process through `interrupt_on_signals`: `Ctrl-C`, `SIGTERM`, or None."""
+    return _interrupted_by[0] if _interrupted_by else None
+
+
 def interrupt_on_signals(*, second_term_ends: bool = True) -> None:
     """Ctrl-C and SIGTERM (a scheduler, `kill`) both raise KeyboardInterrupt: training stops with a
     checkpoint, `raytrain run` stops every node.
@@ -98,6 +106,7 @@ def interrupt_on_signals(*, second_term_ends: bool = True) -> None:
     import signal
 
     def first(signum: int, frame: FrameType | None) -> None:
+        _interrupted_by.append("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL if second_term_ends else signal.SIG_IGN)
         raise KeyboardInterrupt

@@ -14,7 +14,14 @@ from typing import Annotated, Any
 
 import typer
 
-from raytrain.cli.common import AddressOption, ClusterOption, err, handle_errors, interrupt_on_signals
+from raytrain.cli.common import (
+    AddressOption,
+    ClusterOption,
+    err,
+    handle_errors,
+    interrupt_on_signals,
+    interrupting_signal,
+)
 from raytrain.errors import UsageError
 from raytrain.imports import import_module
 from raytrain.ray_session import cluster_address
@@ -68,11 +75,36 @@ def _import(module_name: str, main: str) -> ModuleType:
 def _node_ids(value: str | None, workers: int) -> int | list[int] | None:
     if value is None:
         return None
+    wanted = f"give a first id (e.g. 10) or a comma-separated list of {workers} distinct ids"
     try:
         ids = [int(v) for v in value.split(",") if v.strip()]
     except ValueError:
-        raise UsageError(f"--node-ids {value}: give a first id (e.g. 10) or a comma-separated list of {workers} ids") from None
-    return ids[0] if len(ids) == 1 and workers > 1 else ids
+        raise UsageError(f"--node-ids {value}: {wanted}") from None
+    if len(ids) == 1 and workers > 1:
+        return ids[0]
+    if len(ids) != workers or len(set(ids)) != len(ids):
+        raise UsageError(f"--node-ids {value}: {len(ids)} id{'s' if len(ids) != 1 else ''}"
+                         f"{'' if len(set(ids)) == len(ids) else ', not all distinct'}, for --workers {workers}: {wanted}")
+    return ids
+
+
+def _check_options(workers: int, topology: str, address_or_cluster: tuple[str | None, Path | None],
+                   auto_recover: bool, max_retries_given: bool, num_cpus: float) -> None:
+    """Options that cannot work, or that nothing would use, refused by name before anything starts."""
+    from raytrain.framework.router import TOPOLOGIES
+
+    if topology not in TOPOLOGIES:
+        raise UsageError(f"--topology {topology}: use one of {', '.join(TOPOLOGIES)}")
+    if max_retries_given and not auto_recover:
+        raise UsageError("--max-retries: restarts happen only with --auto-recover; add it, or leave --max-retries out")
+    if workers == 1:
+        address, cluster = address_or_cluster
+        unused = [flag for flag, given in (("--address", address), ("--cluster", cluster), ("--auto-recover", auto_recover),
+                                           ("--num-cpus", num_cpus)) if given]
+        if unused:
+            raise UsageError(f"{', '.join(unused)}: with --workers 1 the node runs in this process, without Ray "
+                             f"(as DI-engine's ditask does), so nothing would use {'them' if len(unused) > 1 else 'it'}: "
+                             "give --workers 2 or more to run the nodes as Ray actors")
 
 
 def run(
@@ -85,11 +117,12 @@ def run(
     address: AddressOption = None,
     cluster: ClusterOption = None,
     auto_recover: bool = typer.Option(False, "--auto-recover", help="Restart a node whose main fails or whose process dies."),
-    max_retries: int = typer.Option(3, "--max-retries", min=0, help="Restarts per node with --auto-recover."),
+    max_retries: int | None = typer.Option(None, "--max-retries", min=0, show_default=False,
+                                           help="Restarts per node with --auto-recover.  [default: 3]"),
     num_cpus: float = typer.Option(0, "--num-cpus", min=0, help="CPUs each node reserves on the cluster (0: none)."),
 ) -> None:
     """Run a middleware pipeline (raytrain.framework) on N nodes, each a Ray actor: the counterpart of `ditask`."""
-    _run(target, main, workers, topology, labels, node_ids, (address, cluster), auto_recover, max_retries, num_cpus)
+    _run(target, main, workers, topology, labels, node_ids, (address, cluster), (auto_recover, max_retries), num_cpus)
 
 
 @handle_errors
@@ -101,10 +134,12 @@ def _run(
     labels: str | None,
     node_ids: str | None,
     address_or_cluster: tuple[str | None, Path | None],
-    auto_recover: bool,
-    max_retries: int,
+    recovery: tuple[bool, int | None],
     num_cpus: float,
 ) -> None:
+    auto_recover, max_retries = recovery
+    _check_options(workers, topology, address_or_cluster, auto_recover, max_retries is not None, num_cpus)
+    ids = _node_ids(node_ids, workers)
     address = cluster_address(*address_or_cluster)  # before Ray is imported
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")  # every node's lines, each prefixed with its node id
     from raytrain.framework import Parallel
@@ -114,13 +149,12 @@ def _run(
         n_parallel_workers=workers,
         topology=topology,
         labels=[label.strip() for label in (labels or "").split(",") if label.strip()],
-        node_ids=_node_ids(node_ids, workers),
+        node_ids=ids,
         auto_recover=auto_recover,
-        max_retries=max_retries,
+        max_retries=3 if max_retries is None else max_retries,
         ray_address=address,
         num_cpus=num_cpus,
     )
-    interrupt_on_signals()  # Ctrl-C and SIGTERM stop every node, even where SIGINT came in ignored
     from raytrain.quiet import quiet_ray
 
     # Ray's own messages below ERROR (a local Ray's token-authentication notice): off the terminal, as with
@@ -128,9 +162,11 @@ def _run(
     messages = quiet_ray()
     started = time.perf_counter()
     try:
+        runner.connect()  # Ray first: `ray.init` installs its own SIGTERM handler, which would end this at once
+        interrupt_on_signals()  # Ctrl-C and SIGTERM stop every node, even where SIGINT came in ignored
         runner(fn)
     except KeyboardInterrupt:
-        err.print(f"stopped by Ctrl-C: all {workers} nodes stopped", style="red")
+        err.print(f"stopped by {interrupting_signal() or 'Ctrl-C'}: all {workers} nodes stopped", style="red")
         raise typer.Exit(130) from None
     finally:
         if messages is not None:

@@ -65,6 +65,10 @@ class RunSpec:
             raise FrameworkError(f"unknown topology '{topology}': use one of {', '.join(TOPOLOGIES)}")
         if n_parallel_workers < 1:
             raise FrameworkError(f"n_parallel_workers must be at least 1, got {n_parallel_workers}")
+        if not num_cpus >= 0:  # NaN too
+            raise FrameworkError(f"num_cpus must be 0 or more, got {num_cpus}")
+        if max_retries < 0:
+            raise FrameworkError(f"max_retries must be 0 or more, got {max_retries}")
         if node_ids is None:
             ids = list(range(n_parallel_workers))
         elif isinstance(node_ids, int):
@@ -95,6 +99,17 @@ class Runner:
     def __call__(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
         """Run `main(*args, **kwargs)` on every node; return their results in node id order."""
         return run(self.spec, main, args, kwargs)
+
+    def connect(self) -> None:
+        """Join (or start) the run's Ray and check that its nodes fit there, as a call does first.
+
+        For a caller that installs its own signal handlers: `ray.init` installs Ray's SIGTERM handler. Nothing
+        to do with one worker (it runs in this process, without Ray).
+
+        Raises:
+            NoRoomError: the nodes' CPUs (`num_cpus` each) do not all fit on the Ray cluster at once.
+        """
+        connect(self.spec)
 
 
 def _process_router() -> Router:
@@ -172,6 +187,42 @@ def _main_code_by_value(main: Callable[..., Any]) -> None:
         pass
 
 
+class NoRoomError(FrameworkError):
+    """The run's nodes do not all fit on the Ray cluster at once: they would wait for each other forever."""
+
+    exit_code = 2
+
+
+def connect(spec: RunSpec) -> None:
+    """Join (or start) the Ray of a run of several nodes and check that every node's CPUs fit there at once."""
+    if len(spec.ids) == 1:
+        return
+    from raytrain.ray_session import init_ray
+
+    init_ray(spec.ray_address, include_dashboard=False, log_to_driver=True, configure_logging=False)
+    _check_room(spec)
+
+
+def _check_room(spec: RunSpec) -> None:
+    """Every node of the run is placed before any of them runs (they connect to each other first), so nodes
+    that do not all fit on the cluster's machines at once would wait for CPUs forever, with nothing said."""
+    if spec.num_cpus <= 0:
+        return
+    import math
+
+    import ray
+
+    cpus = [node["Resources"].get("CPU", 0.0) for node in ray.nodes() if node.get("Alive")]
+    room = sum(math.floor(c / spec.num_cpus + 1e-9) for c in cpus)
+    if room < len(spec.ids):
+        machines = f"{len(cpus)} machine{'s' if len(cpus) != 1 else ''} with {', '.join(f'{c:g}' for c in cpus)} CPUs"
+        raise NoRoomError(
+            f"{len(spec.ids)} nodes of num_cpus={spec.num_cpus:g} CPUs each do not fit on the Ray cluster ({machines}): "
+            f"it has room for {room}. Lower num_cpus (`--num-cpus`; 0 reserves none) or the number of nodes, or add "
+            "machines to the cluster"
+        )
+
+
 def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """Run `main(*args, **kwargs)` on every node of `spec`; their results in the order of `spec.ids`."""
     if len(spec.ids) == 1:
@@ -185,9 +236,7 @@ def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: 
 
     import ray
 
-    from raytrain.ray_session import init_ray
-
-    init_ray(spec.ray_address, include_dashboard=False, log_to_driver=True, configure_logging=False)
+    connect(spec)
     _main_code_by_value(main)
     actor_cls: Any = ray.remote(NodeActor)
     retries = spec.max_retries if spec.auto_recover else 0

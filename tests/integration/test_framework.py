@@ -373,7 +373,10 @@ def test_raytrain_run_reports_a_failing_node(ray_session, tmp_path):
     assert 'raise KeyError("node one gave up")' in out  # the node's traceback
 
 
-def test_raytrain_run_ctrl_c_stops_every_node(ray_session, tmp_path):
+@pytest.mark.parametrize(("signum", "name"), [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+def test_raytrain_run_ctrl_c_or_sigterm_stops_every_node(ray_session, tmp_path, signum, name):
+    """SIGTERM (`kill`, a scheduler) too: `ray.init` installs Ray's own SIGTERM handler, which ended the driver
+    at once with a native stack dump and left the stopping to Ray."""
     import ray
 
     # Started with SIGINT ignored, as a background job of a non-interactive shell (CI, nohup) starts it:
@@ -391,7 +394,7 @@ def test_raytrain_run_ctrl_c_stops_every_node(ray_session, tmp_path):
             time.sleep(0.2)
         assert len(alive) == 2, f"the two nodes did not start within 120 s: {alive}"
         time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         try:
             out, _ = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
@@ -402,13 +405,14 @@ def test_raytrain_run_ctrl_c_stops_every_node(ray_session, tmp_path):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 out, _ = proc.communicate()
-            raise AssertionError(f"raytrain run did not stop within 60 s of Ctrl-C; its output and stacks:\n{out}") from None
+            raise AssertionError(f"raytrain run did not stop within 60 s of {name}; its output and stacks:\n{out}") from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 130, out
-    assert "stopped by Ctrl-C: all 2 nodes stopped" in out
+    assert f"stopped by {name}: all 2 nodes stopped" in out
+    assert "SIGTERM received" not in out  # Ray's handler's dump
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and [a for a in ray.util.list_named_actors(all_namespaces=True) if ".node." in a["name"]]:
         time.sleep(0.2)
@@ -422,6 +426,51 @@ def test_raytrain_run_bad_main_is_a_usage_error(tmp_path):
     result = invoke(["run", str(tmp_path / "pipeline.py"), "--main", "mian"])
     assert result.exit_code == 2
     assert "has no function 'mian' (functions there: main)" in result.output
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--workers", "2", "--topology", "ring"], "--topology ring: use one of mesh, star, alone"),
+    (["--workers", "2", "--node-ids", "1,1"],
+     "--node-ids 1,1: 2 ids, not all distinct, for --workers 2: give a first id (e.g. 10) or a comma-separated list"),
+    (["--workers", "3", "--node-ids", "4,5"], "--node-ids 4,5: 2 ids, for --workers 3: give a first id"),
+    (["--workers", "2", "--node-ids", "1,x"], "--node-ids 1,x: give a first id (e.g. 10)"),
+    (["--workers", "2", "--max-retries", "5"], "--max-retries: restarts happen only with --auto-recover"),
+    (["--address", "10.0.0.5:6379"], "--address: with --workers 1 the node runs in this process, without Ray"),
+    (["--auto-recover", "--num-cpus", "1"], "--auto-recover, --num-cpus: with --workers 1 the node runs in this process"),
+])
+def test_raytrain_run_options_that_cannot_work_or_would_go_unused_are_usage_errors(tmp_path, args, said):
+    """Named by their flag, exit 2, before anything starts (a bad topology or node-id list was exit 1 from
+    the library; --address and --auto-recover with one worker, --max-retries without --auto-recover did nothing)."""
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    from .conftest import invoke
+
+    result = invoke(["run", str(tmp_path / "pipeline.py"), "--main", "main", *args])
+    assert result.exit_code == 2, result.output
+    assert said in " ".join(result.output.split())
+
+
+def test_raytrain_run_nodes_that_do_not_all_fit_are_refused_instead_of_waiting_forever(ray_session, tmp_path):
+    """Every node connects to every other before any runs; 3 nodes of 1 CPU in a Ray of 2 waited forever."""
+    import ray
+
+    proc = _raytrain_run(tmp_path, "--workers", "3", "--num-cpus", "1")
+    try:
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, out
+    assert ("3 nodes of num_cpus=1 CPUs each do not fit on the Ray cluster (1 machine with 2 CPUs): it has room for 2. "
+            "Lower num_cpus (`--num-cpus`; 0 reserves none)") in " ".join(out.split())
+    assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if ".node." in a["name"]]
+
+
+def test_runner_checks_num_cpus_and_max_retries():
+    with pytest.raises(FrameworkError, match="num_cpus must be 0 or more, got -1"):
+        Parallel.runner(2, num_cpus=-1)
+    with pytest.raises(FrameworkError, match="max_retries must be 0 or more, got -2"):
+        Parallel.runner(2, auto_recover=True, max_retries=-2)
 
 
 def test_wait_for_timeout_names_the_event(ray_session):

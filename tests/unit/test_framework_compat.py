@@ -110,17 +110,21 @@ def test_raytrain_run_address_becomes_ray_address(tmp_path, monkeypatch):
     seen = {}
     real = Parallel.runner.__func__
 
+    class Recorded(Exception):
+        pass
+
     def recording(cls, n_parallel_workers, **kwargs):
         seen.update(kwargs)
-        return real(cls, n_parallel_workers, **kwargs)
+        real(cls, n_parallel_workers, **kwargs)  # its checks
+        raise Recorded  # before it joins a Ray (--address is for nodes that are Ray actors: 2 or more)
 
     monkeypatch.setattr(Parallel, "runner", classmethod(recording))
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         result = CliRunner().invoke(
-            app, ["run", str(tmp_path / "pipeline.py"), "--main", "main", "--address", "127.0.0.1:6379"]
+            app, ["run", str(tmp_path / "pipeline.py"), "--main", "main", "--workers", "2", "--address", "127.0.0.1:6379"]
         )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1 and "Recorded" in result.output, result.output
     assert seen["ray_address"] == "127.0.0.1:6379"
     assert "address" not in seen
     assert _transport_warnings(record) == []
