@@ -88,6 +88,37 @@ def argv() -> list[str]:
 _interrupted_by: list[str] = []
 
 
+class TuneStopOnTerm:
+    """Turns the first SIGTERM into SIGUSR1, on which Tune saves its experiment state and returns from fit(),
+    as it does on Ctrl-C. Install it after `ray.init`, whose own SIGTERM handler would end the driver at once.
+
+    A second SIGTERM ends the process (`second_ends`), or is ignored where something sends two and the save must
+    not be cut short (a Slurm job: the batch shell forwards one, Slurm sends its own; its SIGKILL still ends it).
+    """
+
+    def __init__(self, *, second_ends: bool = True) -> None:
+        self.received = False
+        self.second_ends = second_ends
+
+    def install(self) -> TuneStopOnTerm:
+        import signal
+
+        signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        import signal
+
+        if self.received:
+            if self.second_ends:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self.received = True
+        print("raytrain: SIGTERM: saving Tune's state and stopping the trials", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+
 def interrupting_signal() -> str | None:
     """What interrupted this process through `interrupt_on_signals`: `Ctrl-C`, `SIGTERM`, or None."""
     return _interrupted_by[0] if _interrupted_by else None

@@ -15,6 +15,7 @@ from raytrain.cli.common import (
     AddressOption,
     ClusterOption,
     SetOption,
+    TuneStopOnTerm,
     argv,
     err,
     handle_errors,
@@ -139,6 +140,7 @@ def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], check:
     messages = quiet_ray()  # Ray's, Tune's and RLlib's own messages: into the experiment's ray.log
     try:
         where = connect_ray(address)
+        term = TuneStopOnTerm().install()  # SIGTERM: Tune's own stop, as on Ctrl-C (after ray.init: see there)
         check(connected_ray(where))  # before anything is written
         if started is not None:
             started(where)
@@ -150,6 +152,23 @@ def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], check:
         if messages is not None:
             messages.close()
     _report(exp_dir)
+    _stopped_early(exp_dir, "SIGTERM" if term.received else None)
+
+
+def _stopped_early(exp_dir: Path, signal_name: str | None) -> None:
+    """A sweep that Ctrl-C or SIGTERM stopped (Tune saved its state and returned) is not reported as done:
+    exit 130 with the command that continues it."""
+    from raytrain.tune.results import summarize
+
+    _, trials = summarize(exp_dir)
+    unfinished = [t for t in trials if t.status in ("RUNNING", "PENDING", "PAUSED")]
+    if not unfinished:
+        return
+    by = f" by {signal_name}" if signal_name else ""
+    err.print(f"the sweep was stopped{by} before its end: {len(unfinished)} of {len(trials)} trials had not finished. "
+              f"Tune saved its state: continue it with `raytrain tune resume {shlex.quote(str(exp_dir))}`",
+              style="red", markup=False)
+    raise typer.Exit(130)
 
 
 def _submit(file: Path, set_: list[str] | None, cluster: Path | None, name: str | None, address: str | None, dry_run: bool) -> None:

@@ -19,34 +19,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
+
+from raytrain.cli.common import TuneStopOnTerm
 
 TERMINATED_RC = 143
 
 
-class _Terminated:
-    """Turns the first SIGTERM into SIGUSR1, on which Tune saves its state and returns from fit()."""
-
-    def __init__(self) -> None:
-        self.received = False
-
-    def install(self) -> None:
-        signal.signal(signal.SIGTERM, self._handle)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.received:  # a second TERM (the batch shell forwards one too) must not cut the save short
-            return
-        self.received = True
-        print("raytrain: SIGTERM: saving Tune's state and stopping the trials", file=sys.stderr, flush=True)
-        os.kill(os.getpid(), signal.SIGUSR1)
-
-
-_TERMINATED = _Terminated()
+# A second SIGTERM (the batch shell forwards one, Slurm sends its own) must not cut the save short.
+_TERMINATED = TuneStopOnTerm(second_ends=False)
 
 
 def _sweep(file: str, experiment_dir: str, overrides: list[str]) -> None:

@@ -283,6 +283,44 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
         assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
 
 
+@pytest.mark.parametrize(("signum", "said"), [(signal.SIGINT, "stopped"), (signal.SIGTERM, "stopped by SIGTERM")])
+def test_ctrl_c_or_sigterm_stops_a_sweep_with_its_state_saved_and_names_the_resume(ray_session, workdir, tmp_path,
+                                                                                    signum, said):
+    """Tune's own stop (it saves the experiment state) on either, then exit 130 with the command that continues
+    it. A sweep stopped by Ctrl-C was reported like a finished one (exit 0, nothing said of resuming); SIGTERM
+    (`kill`, a scheduler) ended the driver at once through the handler `ray.init` installs, with a native
+    stack dump."""
+    import ray
+
+    path = workdir("name: stopped\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n"
+                   "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\n", stop=200)
+    exp = tmp_path / "results" / "stopped"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raytrain", "tune", str(path)], start_new_session=True, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and len(list(exp.glob("*/checkpoint_000002"))) < 2:
+            time.sleep(0.5)
+        assert len(list(exp.glob("*/checkpoint_000002"))) == 2, "the sweep did not checkpoint in time"
+        proc.send_signal(signum)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            _kill_session(proc.pid)
+            proc.wait(timeout=30)
+    said_all = " ".join(out.split())
+    assert proc.returncode == 130, out[-3000:]
+    assert (f"the sweep was {said} before its end: 2 of 2 trials had not finished. Tune saved its state: continue "
+            f"it with `raytrain tune resume {exp}`") in said_all, out[-3000:]
+    assert "SIGTERM received" not in out  # the dump of Ray's handler
+    data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
+    assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
+    assert all(2 <= t["iteration"] < 200 for t in data["trials"])
+
+
 def test_a_second_run_never_touches_the_first_experiment(ray_session, workdir, tmp_path):
     path = workdir("name: twice\nsearch: {num_samples: 1}\n", stop=1)
     assert invoke(["tune", str(path)]).exit_code == 0

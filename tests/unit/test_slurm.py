@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -217,13 +218,15 @@ def test_status_json_without_slurm_says_where_to_run(monkeypatch):
 
 def test_sigterm_becomes_one_sigusr1_for_tune():
     """The driver's handler: the first SIGTERM is Tune's graceful stop (SIGUSR1); a second one is ignored."""
-    from raytrain.slurm.driver import _Terminated
+    from raytrain.cli.common import TuneStopOnTerm
+    from raytrain.slurm.driver import _TERMINATED
 
+    assert isinstance(_TERMINATED, TuneStopOnTerm) and not _TERMINATED.second_ends
     got = []
     old_term = signal.getsignal(signal.SIGTERM)
     old_usr1 = signal.signal(signal.SIGUSR1, lambda *a: got.append("usr1"))
     try:
-        t = _Terminated()
+        t = TuneStopOnTerm(second_ends=False)
         t.install()
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGTERM)
@@ -231,6 +234,24 @@ def test_sigterm_becomes_one_sigusr1_for_tune():
     finally:
         signal.signal(signal.SIGTERM, old_term)
         signal.signal(signal.SIGUSR1, old_usr1)
+
+
+def test_outside_slurm_a_second_sigterm_ends_the_process():
+    """`raytrain tune`'s handler: the first SIGTERM is Tune's stop, a second one ends the driver at once."""
+    code = ("import os, signal, time\n"
+            "from raytrain.cli.common import TuneStopOnTerm\n"
+            "signal.signal(signal.SIGUSR1, lambda *a: print('usr1', flush=True))\n"
+            "TuneStopOnTerm().install()\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(0.2)\n"
+            "print('after the first', flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(5)\n"
+            "print('not reached', flush=True)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert proc.stdout.split() == ["usr1", "after", "the", "first"]
+    assert "saving Tune's state" in proc.stderr
 
 
 def test_schema_kind_slurm():
