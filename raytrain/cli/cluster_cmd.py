@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from raytrain.cli.common import SetOption, err, handle_errors, out
+from raytrain.cli.common import SetOption, err, handle_errors, interrupt_on_signals, out
 
 if TYPE_CHECKING:
     from raytrain.cluster.lifecycle import Status
@@ -92,6 +92,9 @@ def up(
     cfg = _load(file, set_, starting=True, insecure=insecure)
     _warn_exposure(cfg)
     runner = _runner(cfg, dry_run)
+    # Ctrl-C and SIGTERM stop what `up` started, on every host, before it exits (a SIGTERM ended it at once, and a
+    # background `up` whose SIGINT came in ignored went on): no half-started cluster is left behind.
+    interrupt_on_signals()
     report = lifecycle.up(cfg, runner, restart=restart, on_step=lambda t: err.print(t, style="dim", markup=False))
     ports = "ports to open between the nodes: " + ", ".join(f"{p} ({what})" for p, what in plan.firewall_ports(cfg))
     if dry_run:

@@ -376,10 +376,16 @@ def _start(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig], on_step:
         if failed:
             raise ClusterError("worker(s) failed to start:\n  " + "\n  ".join(r.describe() for r in failed))
         return _wait_alive(cfg, runner)
-    except BaseException:
+    except BaseException as exc:
         if attempted:
-            on_step(f"failed: stopping Ray on {', '.join(n.node_name for n in attempted)}")
-            parallel(lambda n: runner.run(n, plan.stop(cfg), timeout=60), list(reversed(attempted)))
+            why = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            on_step(f"{why}: stopping Ray on {', '.join(n.node_name for n in attempted)}")
+            stops = parallel(lambda n: runner.run(n, plan.stop_started(cfg), timeout=70), list(reversed(attempted)))
+            for res in stops:
+                if not res.ok:
+                    said = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["(no output)"]
+                    on_step(f"could not stop Ray on {res.node}: `ray stop` exited {res.returncode}: {said[0]} "
+                            "(`raytrain cluster down` tries again)")
         raise
 
 

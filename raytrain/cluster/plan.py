@@ -11,6 +11,7 @@ import json
 import platform
 import posixpath
 import shlex
+import textwrap
 import uuid
 from dataclasses import dataclass, field
 
@@ -46,6 +47,51 @@ PORT_ANSWERS = (
     "        if time.monotonic() >= end:\n            sys.exit(1)\n"
     "        time.sleep(0.2)"
 )
+
+
+# `ray stop` (the rest of argv), then what it missed of a Ray started moments before: a raylet's agents that are
+# still importing (their command line is not yet `ray::...`, so `ray stop` passes them by) outlive it, waiting for a
+# GCS that is gone. Those left (read from /proc: Ray's own psutil is not importable outside Ray) get SIGTERM, and
+# SIGKILL after 3 s; exit 1 naming any that survive that. The text holds none of the words `ray stop` looks for in
+# command lines (tests/unit): it would stop this script and its shell first.
+STOP_STARTED = textwrap.dedent("""\
+    import os, signal, subprocess, sys, time
+    # Joined here: `ray stop` finds processes by words in their command line, this one's and its shell's included.
+    MARKS = tuple("/" + "/".join(p) for p in (("ray", "dashboard", "agent.py"), ("ray", "dashboard", "dashboard.py"),
+                                              ("ray", "_private", "runtime_env", "agent", "main.py")))
+    TITLE = "ray" + ":" * 2
+    def left():
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            if int(pid) in (os.getpid(), os.getppid()):
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().decode(errors="replace").split("\\0")
+                with open(f"/proc/{pid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            comm, state = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:][:1]
+            if state != "Z" and (comm in ("raylet", "gcs_server") or args[0].startswith(TITLE)
+                                 or any(a.endswith(MARKS) for a in args)):
+                found.append(int(pid))
+        return found
+    rc = subprocess.run(sys.argv[1:]).returncode
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in left():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        end = time.monotonic() + 3
+        while left() and time.monotonic() < end:
+            time.sleep(0.1)
+    alive = left()
+    if alive:
+        print("still running after ray stop: " + ", ".join(map(str, alive)), file=sys.stderr)
+    sys.exit(1 if alive else rc)
+""")
 
 
 class Shell(str):
@@ -137,6 +183,11 @@ def start_worker(cfg: ClusterConfig, node: NodeConfig) -> str:
 
 def stop(cfg: ClusterConfig) -> str:
     return line(*env_words(cfg), ray_bin(cfg), "stop")
+
+
+def stop_started(cfg: ClusterConfig) -> str:
+    """`ray stop` on a node whose `ray start` has just run, and the agents that it may miss then (STOP_STARTED)."""
+    return line(cfg.python_path, "-c", STOP_STARTED, *env_words(cfg), ray_bin(cfg), "stop")
 
 
 @functools.cache

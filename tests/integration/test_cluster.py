@@ -6,6 +6,7 @@ Every Ray process here is started by `ray start` (token auth set explicitly on e
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -194,6 +195,47 @@ def test_failed_worker_start_leaves_nothing_running(lab, tmp_path):
     assert up.returncode == 1
     assert "w2:" in up.stderr and "ray start --address" in up.stderr and "exited" in up.stderr
     assert ray_processes(lab) == {h: [] for h in lab.names}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_up_stopped_midway_by_ctrl_c_or_sigterm_leaves_nothing_running(lab, tmp_path, signum):
+    """Stopped once the head is up and the workers start: what `up` started is stopped again on every host."""
+    path = cluster_file(lab, tmp_path, "labstopped")
+    assert ray_processes(lab) == {h: [] for h in lab.names}, "Ray processes left from before this test"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    # SIGINT as a terminal's Ctrl-C gives it; a background job of a non-interactive shell starts with it ignored.
+    proc = subprocess.Popen([sys.executable, "-m", "raytrain", "cluster", "up", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    said = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+            if "worker(s) in parallel" in line:
+                break
+        assert any("worker(s) in parallel" in line for line in said), "".join(said)
+        time.sleep(1.0)  # into the workers' `ray start` (about 5 s here), past the line that announces them
+        proc.send_signal(signum)
+        rest, _ = proc.communicate(timeout=120)[::-1]
+        said.append(rest)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        # A raylet's agents check every few seconds that it still lives, and end themselves when it has gone: one
+        # that its raylet started just as `ray stop` came outlives the stop by those seconds.
+        deadline = time.monotonic() + 20
+        while (stray := ray_processes(lab)) != {h: [] for h in lab.names} and time.monotonic() < deadline:
+            time.sleep(0.5)
+        where = {h: lab.on(h, "ps -eo pid,ppid,stat,lstart,args | cut -c1-160").stdout for h in lab.names if stray[h]}
+        if stray != {h: [] for h in lab.names}:
+            for h in lab.names:
+                lab.on(h, f"{Path(sys.executable).parent / 'ray'} stop --force")
+    text = "".join(said)
+    assert proc.returncode == 130, text[-3000:]
+    assert "stopping Ray on head, w1, w2" in text, text[-3000:]
+    assert stray == {h: [] for h in lab.names}, f"{stray}\n{text[-3000:]}\n{where}"
 
 
 def test_a_ray_start_that_fails_after_starting_processes_is_stopped_too(lab, tmp_path):

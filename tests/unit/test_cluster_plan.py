@@ -308,3 +308,17 @@ def test_a_head_that_fails_after_the_workers_began_is_stopped_with_them_once_its
     assert sorted(stops) == ["m10", "m8"]
     first_stop = min(i for i, e in enumerate(log) if e[1] == "stop")
     assert first_stop > log.index(("m10", "head", "end")) and first_stop > log.index(("m8", "worker", "end"))
+
+
+def test_the_stop_after_a_failed_start_holds_none_of_the_words_ray_stop_looks_for(lab):
+    """`ray stop` stops every process whose command line holds one of these words: the clean-up script (and the
+    shell that runs it) would be stopped by its own `ray stop` before it could stop what that missed."""
+    from ray.autoscaler._private.constants import RAY_PROCESSES
+
+    command = plan.stop_started(lab)
+    assert command.endswith("/opt/raytrain/bin/ray stop")
+    in_command_lines = [word for word, by_name in RAY_PROCESSES if not by_name]  # the rest: by process name
+    assert "monitor.py" in in_command_lines
+    assert [word for word in in_command_lines if word in command] == []
+    assert "ray::" not in command  # by process name on Linux, by command line on macOS
+    compile(plan.STOP_STARTED, "stop_started", "exec")
