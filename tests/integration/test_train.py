@@ -240,6 +240,36 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path, signum):
     assert f"raytrain train --resume {run}" in err
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_eval_stops_on_ctrl_c_or_sigterm(ray_session, small_config, signum):
+    """SIGTERM too: `ray.init` installs Ray's own SIGTERM handler, which ended eval with a native stack dump."""
+    import ray
+
+    path, storage = small_config
+    trained = invoke(["train", str(path)])
+    assert trained.exit_code == 0, trained.output
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raytrain", "eval", str(_run_dir(trained.stdout)), "--episodes", "1000000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        env={**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address},
+    )
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not any(j.get("DriverPid") == proc.pid and not j.get("IsDead")
+                                                 for j in ray._private.state.jobs()):
+            time.sleep(0.2)
+        time.sleep(1.0)  # past connecting: the handlers come right after
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().endswith("interrupted") and "SIGTERM received" not in err, err[-2000:]
+
+
 LAB_IDS = '''
 import gymnasium
 
