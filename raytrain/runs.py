@@ -332,6 +332,28 @@ class RunFolder:
         path = self.path / "run.json"
         return json.loads(path.read_text()) if path.is_file() else {}
 
+    def trained_now(self) -> tuple[str | None, str | None]:
+        """Whether a process trains in this folder right now, from the `running` status its run.json records:
+        (what trains it on this machine, None) where that process is alive here; (None, a warning) where it
+        ran on another machine, which cannot be told from here; (None, None) otherwise (a run that ended, or
+        whose process died: a crash leaves `running` behind, and resuming is what it needs)."""
+        import socket
+
+        try:
+            status = self.status()
+        except (OSError, ValueError):
+            return None, None
+        pid, host = status.get("pid"), status.get("host")
+        if status.get("status") != "running" or not isinstance(pid, int) or pid == os.getpid():
+            return None, None
+        if host and host != socket.gethostname():
+            return None, (f"warning: {self.path / 'run.json'} says the run trains on {host} (pid {pid}, since "
+                          f"{status.get('started', '?')}); if it still does, stop it first: two runs in one folder "
+                          "overwrite each other's checkpoints")
+        if _is_raytrain_process(pid):
+            return f"process {pid} (since {status.get('started', '?')})", None
+        return None, None
+
     def checkpoint_path(self, iteration: int) -> Path:
         return self.checkpoints_dir / f"{CHECKPOINT_PREFIX}{iteration:06d}"
 
@@ -422,3 +444,18 @@ class MetricsWriter:
             writer.writeheader()
             writer.writerows(self.rows)
         tmp.replace(self.csv)
+
+
+def _is_raytrain_process(pid: int) -> bool:
+    """Whether `pid` is alive here and runs raytrain (not another process that got the pid of one that died)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, another user's
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc to tell by: alive is all that is known
+    return b"raytrain" in cmdline

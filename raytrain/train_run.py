@@ -88,6 +88,13 @@ def prepare(
     folder = None
     if resume is not None:
         folder = RunFolder.open(resume)
+        busy, warning = folder.trained_now()
+        if busy:
+            raise UsageError(f"{folder.path} is being trained right now, by {busy}: two runs in one folder overwrite "
+                             "each other's checkpoints. Let it end, or stop it (Ctrl-C there, or `kill` it: it saves a "
+                             "checkpoint), then resume; nothing was changed")
+        if warning:
+            notify(warning)
         source_name = str(file) if file is not None else str(folder.path / "config.yaml")
         if file is None:
             loaded = load_source(parse_yaml(folder.read_config_yaml(), source_name), overrides)

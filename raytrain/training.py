@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -280,7 +281,8 @@ class Trainer:
         prev_steps = None
         if writer.rows:
             prev_steps = writer.rows[-1].get("num_env_steps_sampled_lifetime")
-        folder.set_status(status="running", pid=os.getpid(), started=time.strftime("%Y-%m-%d %H:%M:%S"))
+        folder.set_status(status="running", pid=os.getpid(), host=socket.gethostname(),
+                          started=time.strftime("%Y-%m-%d %H:%M:%S"))
         reason = "unknown"
         try:
             while True:

@@ -225,6 +225,13 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path, signum):
                 break
             time.sleep(0.5)
         assert metrics is not None, "training did not start"
+        # A second run in the same folder meanwhile is refused: both would write checkpoint_<n> and metrics rows.
+        run = metrics.parent
+        twice = invoke(["train", "--resume", str(run)])
+        assert twice.exit_code == 2, twice.output
+        assert (f"{run} is being trained right now, by process {proc.pid} (since "
+                in " ".join(twice.output.split())), twice.output
+        assert not (run / "config.1.yaml").exists() and (run / "command.txt").read_text().count("raytrain") == 1
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -238,6 +245,7 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path, signum):
     ckpts = list((run / "checkpoints").glob("checkpoint_*/raytrain_state.json"))
     assert len(ckpts) == 1
     assert f"raytrain train --resume {run}" in err
+    assert invoke(["train", "--resume", str(run), "--dry-run"]).exit_code == 0  # its process has ended
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

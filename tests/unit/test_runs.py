@@ -534,3 +534,43 @@ def test_eval_of_a_storage_path_names_the_experiments_in_it(run_dir, no_ray_star
     assert result.exit_code == 2, result.output
     assert (f"{storage / 'cartpole_asha'} is a sweep that has not finished (no leaderboard yet): give one of its "
             f"trial folders (`raytrain tune status {storage / 'cartpole_asha'}` lists them)") in " ".join(result.output.split())
+
+
+def _marked_running(folder: Path, **fields) -> RunFolder:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run.json").write_text(json.dumps({"status": "running", "started": "2026-01-01 00:00:00", **fields}))
+    return RunFolder(folder)
+
+
+def test_a_run_trained_now_by_a_live_raytrain_process_here_is_busy(tmp_path):
+    import socket
+    import subprocess
+
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "raytrain", "train"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        here = socket.gethostname()
+        busy, warning = _marked_running(tmp_path / "a", pid=alive.pid, host=here).trained_now()
+        assert busy == f"process {alive.pid} (since 2026-01-01 00:00:00)" and warning is None
+        # Written before run.json recorded the host: this machine's processes are what can be checked.
+        assert _marked_running(tmp_path / "b", pid=alive.pid).trained_now()[0] is not None
+        # A pid that is not raytrain's (the one that ran it died and the pid was given to another process).
+        assert _marked_running(tmp_path / "c", pid=other.pid, host=here).trained_now() == (None, None)
+    finally:
+        alive.kill()
+        other.kill()
+        alive.wait()
+        other.wait()
+    # Its process has died (a crash leaves `running` behind): resuming is what such a run needs.
+    assert _marked_running(tmp_path / "d", pid=alive.pid, host=here).trained_now() == (None, None)
+    assert RunFolder(tmp_path / "d").trained_now() == (None, None)
+    (tmp_path / "d" / "run.json").write_text(json.dumps({"status": "interrupted", "pid": os.getpid() + 1}))
+    assert RunFolder(tmp_path / "d").trained_now() == (None, None)
+
+
+def test_a_run_marked_running_on_another_machine_gets_a_warning_not_a_refusal(tmp_path):
+    busy, warning = _marked_running(tmp_path / "a", pid=123, host="w7.lab").trained_now()
+    assert busy is None
+    assert warning == (f"warning: {tmp_path / 'a' / 'run.json'} says the run trains on w7.lab (pid 123, since "
+                       "2026-01-01 00:00:00); if it still does, stop it first: two runs in one folder overwrite each "
+                       "other's checkpoints")
