@@ -337,22 +337,14 @@ class RunFolder:
         (what trains it on this machine, None) where that process is alive here; (None, a warning) where it
         ran on another machine, which cannot be told from here; (None, None) otherwise (a run that ended, or
         whose process died: a crash leaves `running` behind, and resuming is what it needs)."""
-        import socket
-
         try:
             status = self.status()
         except (OSError, ValueError):
             return None, None
-        pid, host = status.get("pid"), status.get("host")
-        if status.get("status") != "running" or not isinstance(pid, int) or pid == os.getpid():
+        if status.get("status") != "running":
             return None, None
-        if host and host != socket.gethostname():
-            return None, (f"warning: {self.path / 'run.json'} says the run trains on {host} (pid {pid}, since "
-                          f"{status.get('started', '?')}); if it still does, stop it first: two runs in one folder "
-                          "overwrite each other's checkpoints")
-        if _is_raytrain_process(pid):
-            return f"process {pid} (since {status.get('started', '?')})", None
-        return None, None
+        return process_now(status, self.path / "run.json", "the run trains", "two runs in one folder overwrite each "
+                           "other's checkpoints")
 
     def checkpoint_path(self, iteration: int) -> Path:
         return self.checkpoints_dir / f"{CHECKPOINT_PREFIX}{iteration:06d}"
@@ -444,6 +436,23 @@ class MetricsWriter:
             writer.writeheader()
             writer.writerows(self.rows)
         tmp.replace(self.csv)
+
+
+def process_now(record: dict, file: Path, doing: str, why: str) -> tuple[str | None, str | None]:
+    """Whether the process that `record` (from `file`: its `pid`, `host` and `started`) names still runs:
+    (it, None) where it is a live raytrain process on this machine; (None, a warning that `doing` there and
+    `why` that matters) where it ran on another machine, which cannot be told from here; (None, None) else."""
+    import socket
+
+    pid, host, started = record.get("pid"), record.get("host"), record.get("started", "?")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return None, None
+    if host and host != socket.gethostname():
+        return None, (f"warning: {file} says {doing} on {host} (pid {pid}, since {started}); if it still does, stop "
+                      f"it first: {why}")
+    if _is_raytrain_process(pid):
+        return f"process {pid} (since {started})", None
+    return None, None
 
 
 def _is_raytrain_process(pid: int) -> bool:

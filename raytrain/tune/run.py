@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +19,7 @@ from ray.tune import Callback
 
 from raytrain.config.sweep_load import LoadedSweep
 from raytrain.errors import SweepError
-from raytrain.runs import append_command, versions, write_atomic
+from raytrain.runs import append_command, process_now, versions, write_atomic
 from raytrain.tune import TRIAL_KEY, state
 from raytrain.tune.plots import plot
 from raytrain.tune.report import metric_text, trial_table, write_best_config, write_leaderboard
@@ -69,6 +73,26 @@ class LiveTable(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         return {"metric": self.metric, "every_s": self.every_s, "_last_print": 0.0, "_latest": {}}
+
+
+DRIVER_FILE = "driver.json"
+"""The process that runs the sweep now (`pid`, `host`, `started`): written while it runs, removed when it ends."""
+
+
+@contextmanager
+def _driving(exp_dir: Path) -> Iterator[None]:
+    """Record this process as the sweep's driver while the block runs (see `check_resume`)."""
+    path = exp_dir / DRIVER_FILE
+    write_atomic(path, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                   "started": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+    try:
+        yield
+    finally:
+        try:
+            if json.loads(path.read_text()).get("pid") == os.getpid():
+                path.unlink()
+        except (OSError, ValueError):
+            pass
 
 
 def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
@@ -155,7 +179,8 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
         random.seed(loaded.sweep.search.seed)
         np.random.seed(loaded.sweep.search.seed)
     tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s), StateBackup()])
-    tuner.fit()
+    with _driving(exp_dir):
+        tuner.fit()
     finish(exp_dir)
     return exp_dir
 
@@ -207,6 +232,19 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     # Absolute: Tune reads the folder through pyarrow, which takes a relative path for a URI without a scheme.
     exp_dir = Path(exp_dir).expanduser().resolve()
     meta = read_meta(exp_dir)
+    try:
+        driver = json.loads((exp_dir / DRIVER_FILE).read_text())
+    except (OSError, ValueError):
+        driver = {}
+    busy, warning = process_now(driver if isinstance(driver, dict) else {}, exp_dir / DRIVER_FILE,
+                                "the sweep's driver runs", "two drivers of one sweep stop each other's trials")
+    if busy:
+        raise UsageError(f"{exp_dir} is being run right now, by {busy}: two drivers of one sweep stop each other's "
+                         "trials and delete each other's checkpoints. Let it end, or stop it (Ctrl-C there, `raytrain "
+                         "tune stop JOB` for a submitted one, or `kill` it: Tune saves its state), then resume; nothing "
+                         "was changed")
+    if warning:
+        print(warning, file=sys.stderr)
     if not tune.Tuner.can_restore(str(exp_dir)):
         raise UsageError(
             f"{exp_dir} has no Tune experiment state to resume from (no tuner.pkl): the sweep never "
@@ -257,7 +295,8 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
         resume_errored=not restart_errored,
         restart_errored=restart_errored,
     )
-    tuner.fit()
+    with _driving(exp_dir):
+        tuner.fit()
     finish(exp_dir)
     return exp_dir
 

@@ -305,6 +305,11 @@ def test_ctrl_c_or_sigterm_stops_a_sweep_with_its_state_saved_and_names_the_resu
         while time.time() < deadline and len(list(exp.glob("*/checkpoint_000002"))) < 2:
             time.sleep(0.5)
         assert len(list(exp.glob("*/checkpoint_000002"))) == 2, "the sweep did not checkpoint in time"
+        # A second driver meanwhile is refused: the two stopped each other's trials and deleted checkpoints.
+        twice = invoke(["tune", "resume", str(exp)])
+        assert twice.exit_code == 2, twice.output
+        assert (f"{exp} is being run right now, by process {proc.pid} (since " in " ".join(twice.output.split()))
+        assert (exp / "command.txt").read_text().count("raytrain") == 1
         proc.send_signal(signum)
         out, _ = proc.communicate(timeout=120)
     finally:
@@ -316,6 +321,7 @@ def test_ctrl_c_or_sigterm_stops_a_sweep_with_its_state_saved_and_names_the_resu
     assert (f"the sweep was {said} before its end: 2 of 2 trials had not finished. Tune saved its state: continue "
             f"it with `raytrain tune resume {exp}`") in said_all, out[-3000:]
     assert "SIGTERM received" not in out  # the dump of Ray's handler
+    assert not (exp / "driver.json").exists()  # the driver it names has ended
     data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
     assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
     assert all(2 <= t["iteration"] < 200 for t in data["trials"])
