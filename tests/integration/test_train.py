@@ -204,6 +204,18 @@ def test_metrics_list_matches_a_live_result(ray_session, tmp_path):
     assert "env_runners/raytrain_episode_returns" not in result  # our raw list never leaks into results
 
 
+def _signal_and_wait(proc: subprocess.Popen, signum: int, timeout: float) -> str:
+    """Send `signum` (if it still runs), wait at most `timeout` s for it to end (killed after that); its stderr."""
+    if proc.poll() is None:
+        proc.send_signal(signum)
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_ctrl_c_saves_a_checkpoint(tmp_path, signum):
     """A real `raytrain train` process (its own local Ray) interrupted with SIGINT (Ctrl-C) or SIGTERM."""
@@ -232,12 +244,8 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path, signum):
         assert (f"{run} is being trained right now, by process {proc.pid} (since "
                 in " ".join(twice.output.split())), twice.output
         assert not (run / "config.1.yaml").exists() and (run / "command.txt").read_text().count("raytrain") == 1
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        err = _signal_and_wait(proc, signum, 120)
     assert proc.returncode == 130, err[-2000:]
     run = metrics.parent
     status = json.loads((run / "run.json").read_text())
@@ -268,12 +276,8 @@ def test_eval_stops_on_ctrl_c_or_sigterm(ray_session, small_config, signum):
             time.sleep(0.2)
         time.sleep(1.0)  # past connecting: the handlers come right after
         assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        err = _signal_and_wait(proc, signum, 60)
     assert proc.returncode == 130, err[-2000:]
     assert err.strip().endswith("interrupted") and "SIGTERM received" not in err, err[-2000:]
 
