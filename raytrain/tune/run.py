@@ -81,10 +81,35 @@ DRIVER_FILE = "driver.json"
 
 @contextmanager
 def _driving(exp_dir: Path) -> Iterator[None]:
-    """Record this process as the sweep's driver while the block runs (see `check_resume`)."""
+    """Record this process as the sweep's driver while the block runs (see `check_resume`).
+
+    The record is created only where none is (O_EXCL), so of two drivers that chose one folder at the same time
+    (two `raytrain tune` of one file started together both find its name free) only one goes on. A record left
+    by a driver that died is replaced.
+
+    Raises:
+        SweepError: a live raytrain process on this machine drives the sweep in `exp_dir`; nothing was written.
+    """
+    exp_dir.mkdir(parents=True, exist_ok=True)
     path = exp_dir / DRIVER_FILE
-    write_atomic(path, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                   "started": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                         "started": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        try:
+            other = json.loads(path.read_text())
+        except (OSError, ValueError):
+            other = {}
+        busy, _ = process_now(other if isinstance(other, dict) else {}, path, "", "")
+        if busy:
+            raise SweepError(f"{exp_dir} is taken by another driver, {busy}, that chose it at the same time: run "
+                             "the sweep again (it then takes the next free name) or give it --name; nothing was "
+                             "written") from None
+        write_atomic(path, record)
+    else:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(record)
     try:
         yield
     finally:
@@ -169,17 +194,17 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
             "or start a new one with --name NEW_NAME (nothing was changed)"
         )
     check_storage_on_cluster(loaded.sweep.checkpoint.storage_path)
-    _write_meta(loaded, plan_, argv)
-    if loaded.sweep.search.seed is not None:
-        # PBT and PB2 draw their perturbations from Python's and NumPy's global generators.
-        import random
+    with _driving(exp_dir):  # the folder is claimed before anything is written into it
+        _write_meta(loaded, plan_, argv)
+        if loaded.sweep.search.seed is not None:
+            # PBT and PB2 draw their perturbations from Python's and NumPy's global generators.
+            import random
 
-        import numpy as np
+            import numpy as np
 
-        random.seed(loaded.sweep.search.seed)
-        np.random.seed(loaded.sweep.search.seed)
-    tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s), StateBackup()])
-    with _driving(exp_dir):
+            random.seed(loaded.sweep.search.seed)
+            np.random.seed(loaded.sweep.search.seed)
+        tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s), StateBackup()])
         tuner.fit()
     finish(exp_dir)
     return exp_dir

@@ -539,3 +539,37 @@ def test_tune_name_that_is_no_folder_name_is_refused_as_the_flag_given(sweep, na
     assert result.exit_code == 2, result.output
     assert f"--name {name!r}: must be a single folder name" in result.output and "--set" not in result.output
     assert not ray_started()
+
+
+def test_of_two_drivers_that_chose_one_folder_at_once_only_the_first_goes_on(tmp_path):
+    """Two `raytrain tune` of one file started together both find its name free; the folder is claimed (O_EXCL)
+    before anything is written into it, so the second stops with nothing written there. A dead driver's record
+    is replaced."""
+    import json
+    import subprocess
+    import sys
+
+    from raytrain.errors import SweepError
+    from raytrain.tune.run import DRIVER_FILE, _driving
+
+    exp = tmp_path / "results" / "same"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom raytrain.tune.run import _driving\n"
+         "with _driving(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(60)\n", str(exp)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        before = sorted(p.name for p in exp.iterdir())
+        with pytest.raises(SweepError, match=rf"is taken by another driver, process {holder.pid} \(since .*\), that "
+                                             "chose it at the same time: run the sweep again"):
+            with _driving(exp):
+                (exp / "written.txt").write_text("x")
+        assert sorted(p.name for p in exp.iterdir()) == before == [DRIVER_FILE]
+    finally:
+        holder.kill()
+        holder.wait()
+    # Its driver died without removing the record (kill -9): the next one takes the folder.
+    assert json.loads((exp / DRIVER_FILE).read_text())["pid"] == holder.pid
+    with _driving(exp):
+        assert json.loads((exp / DRIVER_FILE).read_text())["pid"] == os.getpid()
+    assert not (exp / DRIVER_FILE).exists()
