@@ -26,9 +26,9 @@ def exports(
     from raytrain.config.cluster import EXPORT_PATH, OPTIONS_RE, load_cluster
     from raytrain.errors import UsageError
 
-    if export is not None and not EXPORT_PATH.match(export):
+    if export is not None and not EXPORT_PATH.fullmatch(export):
         raise UsageError(f"--export must be an absolute path of letters, digits and `._/-` (no spaces), got {export!r}")
-    if options is not None and not OPTIONS_RE.match(options):
+    if options is not None and not OPTIONS_RE.fullmatch(options):
         raise UsageError(f"--options must be a comma-separated option list without spaces or quotes, got {options!r}")
     cfg = load_cluster(file, set_ or [])
     typer.echo(exports_line(cfg, export, options))

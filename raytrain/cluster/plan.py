@@ -315,9 +315,9 @@ def exports_line(cfg: ClusterConfig, export: str | None = None, options: str | N
     nfs = cfg.storage.nfs
     export = export or (nfs.export if nfs else DEFAULT_EXPORT)
     options = options or (nfs.export_options if nfs else DEFAULT_EXPORT_OPTIONS)
-    if not EXPORT_PATH.match(export):
+    if not EXPORT_PATH.fullmatch(export):
         raise ConfigError(f"the export {export!r} must be an absolute path of letters, digits and `._/-`")
-    if not OPTIONS_RE.match(options):
+    if not OPTIONS_RE.fullmatch(options):
         raise ConfigError(f"the export options {options!r} must be a comma-separated option list without spaces or quotes")
     addresses = list(dict.fromkeys(node.ip for node in cfg.nodes))
     for address in addresses:

@@ -56,7 +56,7 @@ def check_hostname_or_ip(value: str) -> str:
     """An IP address, or an RFC 1123 hostname that no resolver would read as a number. Raises ValueError."""
     if ip_address(value) is not None:
         return value
-    if len(value) <= 253 and _HOSTNAME.match(value):
+    if len(value) <= 253 and _HOSTNAME.fullmatch(value):
         if _numeric_form(value) or value.rsplit(".", 1)[-1].isdigit():
             raise ValueError("is not a canonical IP address: write it as four decimal numbers, e.g. 10.0.0.5")
         return value
@@ -68,7 +68,7 @@ def check_single_host(value: str) -> str:
     if "/" in value or value.startswith("@") or any(c in value for c in "*?[]") or not value or value != value.strip() or any(c.isspace() for c in value):
         raise ValueError(f"{value!r} is not one machine: give each node's own IP address or hostname "
                          "(no networks a/b, @netgroups, wildcards or spaces)")
-    if ip_address(value) is None and not (_SSH_ALIAS.match(value) and len(value) <= 253):
+    if ip_address(value) is None and not (_SSH_ALIAS.fullmatch(value) and len(value) <= 253):
         raise ValueError(f"{value!r} is not an IP address or a hostname")
     return value
 
@@ -95,7 +95,7 @@ LocalPath = Annotated[str, AfterValidator(_path_from_home)]
 
 def check_env(value: dict[str, str]) -> dict[str, str]:
     """Extra environment variables: names a shell accepts, values without a NUL byte. Raises ValueError."""
-    bad = [k for k in value if not _ENV_KEY.match(k)]
+    bad = [k for k in value if not _ENV_KEY.fullmatch(k)]
     if bad:
         raise ValueError(f"variable names must be letters, digits and `_`, not starting with a digit: {bad}")
     nul = [k for k, v in value.items() if "\0" in str(v)]
@@ -199,7 +199,7 @@ class NodeConfig(_Section):
     @field_validator("host")
     @classmethod
     def _host(cls, value: str) -> str:
-        if ip_address(value) is None and not (len(value) <= 253 and _SSH_ALIAS.match(value)):
+        if ip_address(value) is None and not (len(value) <= 253 and _SSH_ALIAS.fullmatch(value)):
             raise ValueError("must be an SSH alias, a hostname or an IP address: letters, digits and `_.-`, not "
                              "starting with `-` (the login user goes in ssh.user)")
         return value
@@ -212,14 +212,14 @@ class NodeConfig(_Section):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        if value is not None and not (len(value) <= 64 and _NODE_NAME.match(value)):
+        if value is not None and not (len(value) <= 64 and _NODE_NAME.fullmatch(value)):
             raise ValueError("must be letters, digits and `_.:-` (at most 64), not starting with `-` or `.`")
         return value
 
     @field_validator("resources")
     @classmethod
     def _resources(cls, value: dict[str, float]) -> dict[str, float]:
-        bad = [k for k in value if not _RESOURCE.match(k)]
+        bad = [k for k in value if not _RESOURCE.fullmatch(k)]
         if bad:
             raise ValueError(f"resource names must be letters, digits and `_.:/-`, starting with a letter or `_`: {bad}")
         reserved = [k for k in value if k in ("CPU", "GPU", "memory", "object_store_memory")]
@@ -234,9 +234,9 @@ class NodeConfig(_Section):
     @classmethod
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key, val in value.items():
-            if not (len(key) <= 253 and _LABEL_KEY.match(key)):
+            if not (len(key) <= 253 and _LABEL_KEY.fullmatch(key)):
                 raise ValueError(f"label key {key!r}: letters, digits and `_./-`, starting and ending with a letter or digit")
-            if not (len(val) <= 63 and _LABEL_VALUE.match(val)):
+            if not (len(val) <= 63 and _LABEL_VALUE.fullmatch(val)):
                 raise ValueError(f"label {key}'s value {val!r}: at most 63 letters, digits and `_.-`, starting and "
                                  "ending with a letter or digit")
         return value
@@ -287,7 +287,7 @@ class SSHConfig(_Section):
     @field_validator("user")
     @classmethod
     def _user(cls, value: str | None) -> str | None:
-        if value is not None and not (len(value) <= 32 and _USER.match(value)):
+        if value is not None and not (len(value) <= 32 and _USER.fullmatch(value)):
             raise ValueError("must be a user name: letters, digits and `_.-` (at most 32), starting with a letter or `_`")
         return value
 
@@ -361,7 +361,7 @@ class NFSConfig(_Section):
     @classmethod
     def _export(cls, value: str) -> str:
         # A word of an /etc/exports line: whitespace or quotes would change what the line exports.
-        if not EXPORT_PATH.match(value):
+        if not EXPORT_PATH.fullmatch(value):
             raise ValueError("must be an absolute path (starting with /) of letters, digits and `._/-`")
         return value
 
@@ -379,7 +379,7 @@ class NFSConfig(_Section):
     @field_validator("options", "export_options")
     @classmethod
     def _options(cls, value: str) -> str:
-        if not OPTIONS_RE.match(value):
+        if not OPTIONS_RE.fullmatch(value):
             raise ValueError("must be a comma-separated option list without spaces or quotes")
         return value
 
@@ -452,7 +452,7 @@ class ClusterConfig(BaseModel):
     @classmethod
     def _name(cls, value: str) -> str:
         # One path component: `..` or `a/b` would put the token outside ~/.raytrain/clusters/.
-        if not (len(value) <= 64 and _CLUSTER_NAME.match(value)):
+        if not (len(value) <= 64 and _CLUSTER_NAME.fullmatch(value)):
             raise ValueError("must be letters, digits and `_.-` (at most 64), not starting with `.` or `-`")
         return value
 

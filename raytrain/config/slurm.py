@@ -35,7 +35,7 @@ def time_limit_seconds(value: str) -> int | None:
     """Seconds of a Slurm time limit (None for UNLIMITED). Raises ValueError for another format."""
     if value.upper() in ("UNLIMITED", "INFINITE"):
         return None
-    m = _TIME.match(value)
+    m = _TIME.fullmatch(value)
     if not m:
         raise ValueError(f"{value!r} is not a Slurm time limit: write MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
                          "D-HH:MM:SS (e.g. 2:00:00 for two hours), or UNLIMITED")
@@ -105,28 +105,28 @@ class SlurmConfig(_Section):
     @field_validator("partition")
     @classmethod
     def _partition(cls, value: str | None) -> str | None:
-        if value is not None and not all(_SLURM_NAME.match(p) for p in value.split(",")):
+        if value is not None and not all(_SLURM_NAME.fullmatch(p) for p in value.split(",")):
             raise ValueError("must be partition names (letters, digits and `_.-`, at most 64), separated by commas")
         return value
 
     @field_validator("account", "qos")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        if value is not None and not _SLURM_NAME.match(value):
+        if value is not None and not _SLURM_NAME.fullmatch(value):
             raise ValueError("must be a name of letters, digits and `_.-` (at most 64), not starting with `.` or `-`")
         return value
 
     @field_validator("job_name")
     @classmethod
     def _job_name(cls, value: str | None) -> str | None:
-        if value is not None and not _JOB_NAME.match(value):
+        if value is not None and not _JOB_NAME.fullmatch(value):
             raise ValueError("must be letters, digits and `_.+-` (at most 128), not starting with `.`, `+` or `-`")
         return value
 
     @field_validator("gpu_type")
     @classmethod
     def _gpu_type(cls, value: str | None) -> str | None:
-        if value is not None and not _GPU_TYPE.match(value):
+        if value is not None and not _GPU_TYPE.fullmatch(value):
             raise ValueError("must be a GPU type name: letters, digits and `_.-`")
         return value
 
@@ -145,7 +145,7 @@ class SlurmConfig(_Section):
                 raise ValueError(f"{option!r}: an #SBATCH option must be one line (no newlines, tabs or control characters)")
             if option.startswith("#"):
                 raise ValueError(f"{option!r}: give the option only (`--mem=16G`), raytrain writes `#SBATCH` itself")
-            if not _SBATCH_OPTION.match(option):
+            if not _SBATCH_OPTION.fullmatch(option):
                 raise ValueError(f"{option!r}: must be `--option` or `--option=value` with a long option name and a value "
                                  "of letters, digits and `_.,:/@%+=-` (no spaces or quotes)")
             key = option[2:].split("=", 1)[0]

@@ -18,7 +18,7 @@ ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", 
 
 def check_job_id(job_id: str) -> str:
     """A Slurm job id (`123`, or `123_4` for an array task); UsageError (exit 2) for anything else."""
-    if not _JOB_ID.match(job_id):
+    if not _JOB_ID.fullmatch(job_id):
         raise UsageError(f"{job_id!r} is not a Slurm job id (digits, e.g. 4242, as `raytrain tune --slurm` printed it)")
     return job_id
 
@@ -41,7 +41,7 @@ def sbatch(argv: list[str]) -> str:
     if res.returncode != 0:
         raise _failed(argv, res)
     job_id = res.stdout.strip().split(";", 1)[0]
-    if not _JOB_ID.match(job_id):
+    if not _JOB_ID.fullmatch(job_id):
         raise ClusterError(f"`{' '.join(argv)}` printed no job id: {res.stdout.strip()!r}")
     return job_id
 

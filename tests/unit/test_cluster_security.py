@@ -94,6 +94,30 @@ def test_file_values_refused(write_yaml, extra, expected):
     assert expected in refused(write_yaml, text)
 
 
+# Each a legitimate value with a newline after it: a pattern anchored with `$` takes that (`$` matches before a
+# string's last newline), and every one of these did.
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("name: x\nhead: {host: \"m10\\n\"}\n", "head.host: must be an SSH alias"),
+        ("name: x\nhead: {host: m10, address: \"m10.lab\\n\"}\n", "head.address: must be an IP address"),
+        ("name: x\nhead: {host: m10, name: \"m10\\n\"}\n", "head.name: must be letters, digits and `_.:-`"),
+        ("name: x\nhead: {host: m10, resources: {\"w1\\n\": 1}}\n", "head.resources: resource names must be letters"),
+        ("name: x\nhead: {host: m10, labels: {\"rack\\n\": a}}\n", "head.labels: label key"),
+        ("name: x\nhead: {host: m10, labels: {rack: \"a\\n\"}}\n", "head.labels: label rack's value"),
+        ("name: \"x\\n\"\nhead: {host: m10}\n", "name: must be letters, digits"),
+        ("name: x\nhead: {host: m10}\nssh: {user: \"lab\\n\"}\n", "ssh.user: must be a user name"),
+        ("name: x\nhead: {host: m10}\nenv: {\"OMP\\n\": '1'}\n", "env: variable names must be letters"),
+        ("name: x\nhead: {host: m10}\nstorage: {path: /n, nfs: {server: \"nas\\n\", export: /n}}\n",
+         "storage.nfs.server: must be a hostname or an address"),
+        ("name: x\nhead: {host: m10}\nstorage: {path: /n, nfs: {server: nas, export: \"/n\\n\"}}\n",
+         "storage.nfs.export: must be an absolute path"),
+    ],
+)
+def test_a_value_with_a_newline_after_it_is_refused(write_yaml, text, expected):
+    assert expected in refused(write_yaml, text)
+
+
 @pytest.mark.parametrize("name", [".", "..", "a/b", "-x", ".hidden", "a b", "x" * 65])
 def test_cluster_name_is_one_path_component(write_yaml, name):
     assert "name: must be letters, digits" in refused(write_yaml, f"name: {name!r}\nhead: {{host: m10}}\n")

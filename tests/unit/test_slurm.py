@@ -55,6 +55,12 @@ BAD = [
     ("time_limit: '1'\nsignal_grace_s: 120\n", 2, "time_limit", "must be longer than signal_grace_s"),
     ("python: /usr/bin/python3\nvenv: /opt/venv\n", 3, "venv", "not both"),
     ("gpu_type: a100\n", 2, "gpu_type", "needs gpus_per_node"),
+    # A legitimate value with a newline after it (a pattern anchored with `$` took it).
+    ("partition: \"debug\\n\"\n", 2, "partition", "partition names"),
+    ("qos: \"normal\\n\"\n", 2, "qos", "letters, digits"),
+    ("job_name: \"pbt\\n\"\n", 2, "job_name", "letters, digits"),
+    ("extra_sbatch: [\"--exclusive\\n\"]\n", 2, "extra_sbatch", "one line"),
+    ("time_limit: \"30\\n\"\n", 2, "time_limit", "not a Slurm time limit"),
 ]
 
 
@@ -185,14 +191,14 @@ def test_time_limit_formats(value, seconds):
     assert time_limit_seconds(value) == seconds
 
 
-@pytest.mark.parametrize("bad", ["1h", "1:2:3:4", "-5", "1-", "", "1 0"])
+@pytest.mark.parametrize("bad", ["1h", "1:2:3:4", "-5", "1-", "", "1 0", "30\n"])
 def test_time_limit_refusals(bad):
     with pytest.raises(ValueError):
         time_limit_seconds(bad)
 
 
 @pytest.mark.parametrize("command", ["status", "logs", "cancel"])
-@pytest.mark.parametrize("job", ["12;rm -rf /", "abc", "12 13", "1_"])
+@pytest.mark.parametrize("job", ["12;rm -rf /", "abc", "12 13", "1_", "12\n"])
 def test_job_ids_are_checked_before_slurm_is_called(command, job):
     result = runner.invoke(app, ["slurm", command, job])
     assert result.exit_code == 2 and "is not a Slurm job id" in result.output
