@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from raytrain.config.cluster import ClusterConfig
     from raytrain.training import RayCpus
+    from raytrain.tune.results import TrialSummary
 
 
 class _FileMeansRun(TyperGroup):
@@ -151,16 +152,13 @@ def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], check:
     finally:
         if messages is not None:
             messages.close()
-    _report(exp_dir)
-    _stopped_early(exp_dir, "SIGTERM" if term.received else None)
+    trials = _report(exp_dir)
+    _stopped_early(exp_dir, trials, "SIGTERM" if term.received else None)
 
 
-def _stopped_early(exp_dir: Path, signal_name: str | None) -> None:
+def _stopped_early(exp_dir: Path, trials: list[TrialSummary], signal_name: str | None) -> None:
     """A sweep that Ctrl-C or SIGTERM stopped (Tune saved its state and returned) is not reported as done:
-    exit 130 with the command that continues it."""
-    from raytrain.tune.results import summarize
-
-    _, trials = summarize(exp_dir)
+    exit 130 with the command that continues it. `trials`: what `_report` read."""
     unfinished = [t for t in trials if t.status in ("RUNNING", "PENDING", "PAUSED")]
     if not unfinished:
         return
@@ -367,7 +365,8 @@ def _last_line(error_file: str | None) -> str:
     return f"{lines[-1]} ({error_file})" if lines else error_file
 
 
-def _report(exp_dir: Path) -> None:
+def _report(exp_dir: Path) -> list[TrialSummary]:
+    """Print the leaderboard and what the best trial left; return the trials read (best first)."""
     from raytrain.tune.report import leaderboard_table
     from raytrain.tune.results import summarize
 
@@ -392,3 +391,4 @@ def _report(exp_dir: Path) -> None:
             f"{len(errored)} trial(s) failed; retry them from their last checkpoint with `raytrain tune resume "
             f"{exp_dir}`, or from scratch with `--restart-errored`"
         )
+    return trials

@@ -79,6 +79,15 @@ DRIVER_FILE = "driver.json"
 """The process that runs the sweep now (`pid`, `host`, `started`): written while it runs, removed when it ends."""
 
 
+def _driver(exp_dir: Path) -> dict:
+    """What `driver.json` records of the sweep's driver; {} where there is none or it cannot be read."""
+    try:
+        record = json.loads((exp_dir / DRIVER_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 @contextmanager
 def _driving(exp_dir: Path) -> Iterator[None]:
     """Record this process as the sweep's driver while the block runs (see `check_resume`).
@@ -97,11 +106,7 @@ def _driving(exp_dir: Path) -> Iterator[None]:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
-        try:
-            other = json.loads(path.read_text())
-        except (OSError, ValueError):
-            other = {}
-        busy, _ = process_now(other if isinstance(other, dict) else {}, path, "", "")
+        busy, _ = process_now(_driver(exp_dir), path, "", "")
         if busy:
             raise SweepError(f"{exp_dir} is taken by another driver, {busy}, that chose it at the same time: run "
                              "the sweep again (it then takes the next free name) or give it --name; nothing was "
@@ -113,11 +118,8 @@ def _driving(exp_dir: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        try:
-            if json.loads(path.read_text()).get("pid") == os.getpid():
-                path.unlink()
-        except (OSError, ValueError):
-            pass
+        if _driver(exp_dir).get("pid") == os.getpid():
+            path.unlink(missing_ok=True)
 
 
 def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
@@ -257,11 +259,7 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     # Absolute: Tune reads the folder through pyarrow, which takes a relative path for a URI without a scheme.
     exp_dir = Path(exp_dir).expanduser().resolve()
     meta = read_meta(exp_dir)
-    try:
-        driver = json.loads((exp_dir / DRIVER_FILE).read_text())
-    except (OSError, ValueError):
-        driver = {}
-    busy, warning = process_now(driver if isinstance(driver, dict) else {}, exp_dir / DRIVER_FILE,
+    busy, warning = process_now(_driver(exp_dir), exp_dir / DRIVER_FILE,
                                 "the sweep's driver runs", "two drivers of one sweep stop each other's trials")
     if busy:
         raise UsageError(f"{exp_dir} is being run right now, by {busy}: two drivers of one sweep stop each other's "
