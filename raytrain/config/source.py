@@ -345,6 +345,7 @@ def apply_overrides(source: Source, overrides: list[str]) -> list[str]:
             child = node.get(part)
             if child is None:
                 child = node[part] = {}
+                source.origins.setdefault(path[: i + 1], f"--set {text}")  # the override made this section
             elif not isinstance(child, dict):
                 raise ConfigError(
                     [ConfigIssue(f"--set {text}", ".".join(path[: i + 1]), "is not a section, cannot set a key inside it")]

@@ -31,6 +31,18 @@ def test_unknown_section(write_yaml):
     assert msg.startswith(f"{path}:2: trainig: unknown section; did you mean 'training'?")
 
 
+@pytest.mark.parametrize(
+    ("override", "path"),
+    [("trainig.lr=0.1", "trainig"), ("env.id.x=1", "env"), ("training.lr_sched.start=1", "training.lr_sched")],
+)
+def test_an_unknown_section_or_key_made_by_set_is_blamed_on_the_flag_not_the_file(write_yaml, override, path):
+    """`--set env.id=x` was reported at the file (`cfg.yaml: env: unknown section`), which has no `env`: the
+    override made the section, and only its last key had an origin."""
+    file = write_yaml("environment: {env: CartPole-v1}\ntraining:\n  lr: 0.1\n")
+    (msg,) = errors_of(file, [override])
+    assert msg.startswith(f"--set {override}: {path}: unknown ")
+
+
 def test_wrong_type_and_range(write_yaml):
     path = write_yaml("environment: {env: CartPole-v1}\ntraining:\n  gamma: 1.5\n  num_epochs: many\n")
     msgs = errors_of(path)
