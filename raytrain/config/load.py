@@ -105,7 +105,8 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
         if kind == "extra_forbidden" and model is not RaytrainConfig:
             parent = _model_at(model, loc[:-1])
             names = [f.alias or n for n, f in parent.model_fields.items()] if parent else []
-            msg = f"unknown key{_nearest(loc[-1], names)}"
+            hint = _nearest(loc[-1], names) or (f"; valid keys: {', '.join(names)}" if names else "")
+            msg = f"unknown key{hint}"
         elif kind == "extra_forbidden":
             key = loc[-1]
             if len(loc) == 1:

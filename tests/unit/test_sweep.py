@@ -187,6 +187,11 @@ def test_embedded_train_config(tmp_path):
         ("space: {training.lr: {distribution: gaussian, mu: 1}}\n", "a distribution needs `distribution:`"),
         ("checkpoint: {storage_path: relative/dir}\n", "checkpoint.storage_path: must be an absolute path"),
         ("searc: {}\n", "searc: unknown key; did you mean 'search'?"),
+        # With no key near it, the error lists the keys of that place, as an unknown section of a train file does.
+        ("foo: {}\n", "foo: unknown key; valid keys: name, base, train, set, search, space, pbt, pb2, asha, optuna, "
+         "checkpoint, failure, stop, time_budget_s, reuse_actors"),
+        ("search: {algorithm: random, zzz: 1}\n", "search.zzz: unknown key; valid keys: algorithm, num_samples, max_concurrent_trials, "
+         "metric, mode, seed"),
         # What a trial does not use is refused with where it goes, not dropped.
         ("set: {stop.training_iteration: 2}\n", "set.stop.training_iteration: is not a trial setting: a trial stops on "
          "the sweep's own top-level `stop:` (`stop: {training_iteration: ...}`)"),
