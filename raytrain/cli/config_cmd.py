@@ -167,6 +167,7 @@ def import_rllib(
     """Convert RLlib's former tuned-example YAML into a raytrain config, listing what cannot be translated."""
     import yaml
 
+    from raytrain.config import aliases
     from raytrain.config.import_rllib import convert
     from raytrain.config.load import load_source
     from raytrain.config.source import Source, read_yaml
@@ -174,7 +175,7 @@ def import_rllib(
     source = read_yaml(file)
     result = convert(source, experiment)
     # Validate a copy through the same path `raytrain train` takes (aliases, schema, env, stop).
-    loaded = load_source(Source(json.loads(json.dumps(result.data)), {}, str(file)))
+    loaded = load_source(Source(json.loads(json.dumps(result.data)), dict(result.origins), str(file)))
     data = loaded.config.to_yaml_dict(only_written=True)
     if "stop" in data:  # thresholds are floats; a count reads as one (100000, not 100000.0)
         data["stop"] = {k: int(v) if float(v).is_integer() else v for k, v in data["stop"].items()}
@@ -183,7 +184,7 @@ def import_rllib(
     if result.untranslated:
         header += "# Not translated (no counterpart on RLlib's new API stack or in raytrain):\n"
         header += "".join(f"#   {line}\n" for line in result.untranslated)
-    say([n.replace(f"{file}: ", "") for n in loaded.notices] + [f"notice: {n}" for n in result.notes])
+    say([n.removesuffix(aliases.RENAME_HINT) for n in loaded.notices] + [f"notice: {n}" for n in result.notes])
     for line in result.untranslated:
         err.print(f"not translated: {line}", style="yellow", markup=False)
     if output:

@@ -83,11 +83,15 @@ def describe(key: str) -> str:
     return "RLlib's name" if key in RLLIB_SPELLINGS else "an old RLlib name"
 
 
+RENAME_HINT = " Rename it to silence this."
+"""The end of a notice of an old name: `config import-rllib`, which writes the new name itself, leaves it off."""
+
+
 def _notice(source: Source, path: tuple[str, ...], new: str, extra: str = "") -> str:
     where = source.where(path)
     prefix = f"{where}: " if where else ""
     what = "RLlib's name for this setting; raytrain calls it" if path[-1] in RLLIB_SPELLINGS else "an old RLlib name; using"
-    return f"notice: {prefix}{'.'.join(path)} is {what} {new}{extra}. Rename it to silence this."
+    return f"notice: {prefix}{'.'.join(path)} is {what} {new}{extra}.{RENAME_HINT}"
 
 
 def normalize(source: Source) -> list[str]:

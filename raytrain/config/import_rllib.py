@@ -48,6 +48,8 @@ class ImportResult:
     untranslated: list[str] = field(default_factory=list)
     """`config.key: why` for each key that has no raytrain counterpart."""
     notes: list[str] = field(default_factory=list)
+    origins: dict[tuple[str, ...], str] = field(default_factory=dict)
+    """The `file:line` of the old key each converted path came from: errors and notices name the old file's lines."""
 
 
 def _placement() -> dict[str, tuple[str, str]]:
@@ -57,6 +59,24 @@ def _placement() -> dict[str, tuple[str, str]]:
             place.setdefault(key, (section, key))
     place.update(SPECIAL_PLACES)
     return place
+
+
+def _a(value: Any) -> str:
+    """`a list`, `an int`: what YAML made of a value, for an error."""
+    name = {"NoneType": "null", "str": "text"}.get(type(value).__name__, type(value).__name__)
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _mapping(source: Source, path: tuple[str, ...], what: str) -> dict[str, Any]:
+    """The mapping at `path` of the old file ({} when absent or null); an error at its line when it is not one."""
+    value: Any = source.data
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError([ConfigIssue(source.where(path), ".".join(path), f"must be a mapping of {what} (got {_a(value)})")])
+    return value
 
 
 def convert(source: Source, experiment: str | None = None) -> ImportResult:
@@ -73,6 +93,9 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
         experiment = names[0]
     if experiment not in data:
         raise ConfigError([ConfigIssue(source.file, experiment, f"no such experiment; the file has {', '.join(names)}")])
+    if experiment not in names:
+        raise ConfigError([ConfigIssue(source.where((experiment,)), experiment,
+                                       f"is not an experiment (a mapping with env, run and config); the file has {', '.join(names)}")])
     old = data[experiment]
     result = ImportResult(data={"experiment": {"name": experiment}})
     out = result.data
@@ -81,22 +104,31 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
     if str(run).upper() != "PPO":
         raise ConfigError([ConfigIssue(source.where((experiment, "run")), f"{experiment}.run", f"raytrain trains PPO; {run!r} cannot be imported")])
 
-    config = dict(old.get("config") or {})
+    config = dict(_mapping(source, (experiment, "config"), "RLlib settings"))
+    stop = _mapping(source, (experiment, "stop"), "stop criteria")
+    origins = result.origins
+
+    def came_from(new: tuple[str, ...], old_path: tuple[str, ...]) -> None:
+        where = source.where((experiment, *old_path))
+        if where is not None:
+            origins[new] = where
     env = old.get("env", config.pop("env", None))
     if env is None:
         raise ConfigError([ConfigIssue(source.where((experiment,)), experiment, "has no env")])
     out["environment"] = {"env": env}
+    came_from(("environment", "env"), ("env",) if "env" in old else ("config", "env"))
     if "env_config" in config:
         out["environment"]["env_config"] = config.pop("env_config")
-    if old.get("stop"):
-        out["stop"] = dict(old["stop"])
-    for key in ("checkpoint_freq", "checkpoint_frequency"):
+        came_from(("environment", "env_config"), ("config", "env_config"))
+    if stop:
+        out["stop"] = dict(stop)
+        for key in stop:
+            came_from(("stop", key), ("stop", key))
+    for key, new_key in (("checkpoint_freq", "checkpoint_frequency"), ("checkpoint_frequency", "checkpoint_frequency"),
+                         ("checkpoint_at_end", "checkpoint_at_end"), ("keep_checkpoints_num", "num_to_keep")):
         if key in old:
-            out["experiment"]["checkpoint_frequency"] = old[key]
-    if "checkpoint_at_end" in old:
-        out["experiment"]["checkpoint_at_end"] = old["checkpoint_at_end"]
-    if "keep_checkpoints_num" in old:
-        out["experiment"]["num_to_keep"] = old["keep_checkpoints_num"]
+            out["experiment"][new_key] = old[key]
+            came_from(("experiment", new_key), (key,))
     known_top = {"run", "env", "config", "stop", "checkpoint_freq", "checkpoint_frequency", "checkpoint_at_end", "keep_checkpoints_num"}
     for key in old:
         if key not in known_top:
@@ -105,21 +137,26 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
     place = _placement()
     for key, value in config.items():
         if key in NO_OPS:
-            result.notes.append(f"config.{key}: dropped, it has no effect on RLlib's new API stack")
+            where = source.where((experiment, "config", key))
+            result.notes.append(f"{where + ': ' if where else ''}config.{key}: dropped, it has no effect on RLlib's new API stack")
         elif key == "framework":
             out["framework"] = value  # aliases.normalize accepts torch and rejects tf with the reason
-        elif key == "model" and isinstance(value, dict):
+            came_from(("framework",), ("config", key))
+        elif key == "model":
             model_keys = set(section_keys("model"))
-            for mkey, mvalue in value.items():
+            for mkey, mvalue in _mapping(source, (experiment, "config", "model"), "model settings").items():
                 if mkey in model_keys:
                     out.setdefault("model", {})[mkey] = mvalue
+                    came_from(("model", mkey), ("config", "model", mkey))
                 else:
                     result.untranslated.append(f"config.model.{mkey}: not a field of RLlib's DefaultModelConfig")
         elif key in aliases.KEY_ALIASES or key in aliases.UNSUPPORTED:
             out[key] = value  # moved (with a notice) or rejected by aliases.normalize
+            came_from((key,), ("config", key))
         elif key in place:
             section, new_key = place[key]
             out.setdefault(section, {})[new_key] = value
+            came_from((section, new_key), ("config", key))
         else:
             result.untranslated.append(f"config.{key}: unknown on RLlib's new API stack or not supported by raytrain")
     return result

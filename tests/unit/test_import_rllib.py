@@ -1,5 +1,6 @@
 """`raytrain config import-rllib`: old tuned examples become raytrain configs."""
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -66,3 +67,45 @@ def test_import_does_not_overwrite(data_dir, tmp_path):
     result = CliRunner().invoke(app, ["config", "import-rllib", str(data_dir / "rllib_cartpole_ppo.yaml"), "-o", str(out)])
     assert result.exit_code == 2
     assert out.read_text() == "keep me"
+
+
+def _import(path, *args):
+    return CliRunner().invoke(app, ["config", "import-rllib", str(path), *args])
+
+
+def test_an_invalid_value_is_reported_at_its_line_in_the_old_file(write_yaml):
+    """The errors named the file only (`old.yaml: training.gamma: ...`): the converted data had no origins."""
+    path = write_yaml("x:\n  env: CartPole-v1\n  config:\n    lr: 0.001\n    gamma: 1.5\n    num_workers: many\n")
+    result = _import(path)
+    assert result.exit_code == 2
+    assert f"{path}:5: training.gamma: Input should be less than or equal to 1" in result.output
+    assert f"{path}:6: env_runners.num_env_runners: Input should be a valid integer" in result.output
+
+
+def test_a_renamed_key_is_noticed_at_its_line_without_asking_to_rename_it(write_yaml):
+    """The import writes the new name itself: `Rename it to silence this` asked for what was already done."""
+    path = write_yaml("x:\n  env: CartPole-v1\n  stop: {timesteps_total: 1000}\n  config:\n    num_workers: 1\n"
+                      "    enable_connectors: true\n")
+    result = _import(path)
+    assert result.exit_code == 0, result.output
+    assert f"notice: {path}:6: config.enable_connectors: dropped" in result.output
+    assert f"notice: {path}:5: num_workers is an old RLlib name; using env_runners.num_env_runners.\n" in result.output
+    assert f"notice: {path}:3: stop.timesteps_total is an old RLlib name; using stop.num_env_steps_sampled_lifetime.\n" in result.output
+    assert "Rename it" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "said"),
+    [
+        ("x:\n  env: CartPole-v1\n  config: [1, 2]\n", [], ":3: x.config: must be a mapping of RLlib settings (got a list)"),
+        ("x:\n  env: CartPole-v1\n  stop: 5\n", [], ":3: x.stop: must be a mapping of stop criteria (got an int)"),
+        ("x:\n  env: CartPole-v1\n  config: {model: 5}\n", [], ":3: x.config.model: must be a mapping of model settings (got an int)"),
+        ("x:\n  env: CartPole-v1\ny: 3\n", ["--experiment", "y"], ":3: y: is not an experiment (a mapping with env, run and config); the file has x"),
+    ],
+)
+def test_a_malformed_old_file_is_an_error_not_a_crash(write_yaml, text, args, said):
+    """A `config:` list or a scalar `stop:` was exit 1 with a TypeError."""
+    path = write_yaml(text)
+    result = _import(path, *args)
+    assert result.exit_code == 2, result.output
+    assert f"error: {path}{said}" in result.output
