@@ -49,6 +49,24 @@ def say(lines: list[str]) -> None:
         err.print(line, style=style, markup=False)
 
 
+def write_output(output: Path, text: str, *, force: bool = True) -> None:
+    """Write a command's `-o` file, refusing (exit 2, nothing written) what cannot be its file: a folder, a file
+    in a folder that does not exist, an existing file without `force`."""
+    from raytrain.errors import UsageError
+
+    if output.is_dir():
+        raise UsageError(f"-o {output}: is a folder; name the file to write")
+    if not output.parent.is_dir():
+        raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
+    if output.exists() and not force:
+        raise UsageError(f"{output} exists; pass --force to overwrite it")
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise UsageError(f"-o {output}: cannot write it: {exc.strerror or exc}") from None
+    err.print(f"wrote {output}", markup=False)
+
+
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn RaytrainErrors into a message and an exit code; tracebacks only with --verbose."""
 

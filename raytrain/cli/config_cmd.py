@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from raytrain.cli.common import SetOption, err, handle_errors, out, say
+from raytrain.cli.common import SetOption, err, handle_errors, out, say, write_output
 
 if TYPE_CHECKING:
     from raytrain.errors import ConfigError
@@ -150,8 +150,7 @@ def schema(
         raise UsageError(f"--kind {kind!r}: choose train, sweep, cluster or slurm")
     text = json.dumps(json_schema(kind), indent=2)
     if output:
-        output.write_text(text + "\n")
-        err.print(f"wrote {output}", markup=False)
+        write_output(output, text + "\n")
     else:
         typer.echo(text)
 
@@ -188,11 +187,6 @@ def import_rllib(
     for line in result.untranslated:
         err.print(f"not translated: {line}", style="yellow", markup=False)
     if output:
-        if output.exists() and not force:
-            from raytrain.errors import UsageError
-
-            raise UsageError(f"{output} exists; pass --force to overwrite it")
-        output.write_text(header + text)
-        err.print(f"wrote {output}", markup=False)
+        write_output(output, header + text, force=force)
     else:
         typer.echo(header + text, nl=False)

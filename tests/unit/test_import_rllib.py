@@ -109,3 +109,18 @@ def test_a_malformed_old_file_is_an_error_not_a_crash(write_yaml, text, args, sa
     result = _import(path, *args)
     assert result.exit_code == 2, result.output
     assert f"error: {path}{said}" in result.output
+
+
+@pytest.mark.parametrize("command", [["config", "import-rllib", "OLD"], ["config", "schema"]])
+@pytest.mark.parametrize("target", ["missing/new.yaml", "folder"])
+def test_an_output_that_cannot_be_written_is_exit_2_naming_it(data_dir, tmp_path, command, target):
+    """`-o` into a folder that does not exist, or onto a folder (with --force), was exit 1 with a
+    FileNotFoundError or IsADirectoryError."""
+    (tmp_path / "folder").mkdir()
+    output = tmp_path / target
+    args = [str(data_dir / "rllib_cartpole_ppo.yaml") if a == "OLD" else a for a in command]
+    result = CliRunner().invoke(app, [*args, "-o", str(output), *(["--force"] if "import-rllib" in args else [])])
+    assert result.exit_code == 2, result.output
+    said = "is a folder" if target == "folder" else f"the folder {output.parent} does not exist"
+    assert f"error: -o {output}: {said}" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"] and not any((tmp_path / "folder").iterdir())
