@@ -26,6 +26,8 @@ _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_./-]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$")
 EXPORT_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+OBJECT_STORE_MINIMUM = 75 * 1024 * 1024
+"""The smallest object store `ray start` accepts (ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES)."""
 
 # The hosts a node runs on without SSH: this machine.
 LOCAL_HOSTS = ("localhost", "127.0.0.1")
@@ -194,7 +196,14 @@ class NodeConfig(_Section):
     labels: dict[str, str] = Field(default_factory=dict)
     """Node labels for label-based scheduling."""
     object_store_memory: int | None = Field(None, gt=0)
-    """Bytes for the object store (Ray's default: 30% of RAM)."""
+    """Bytes for the object store (Ray's default: 30% of RAM; at least 75 MiB)."""
+
+    @field_validator("object_store_memory")
+    @classmethod
+    def _object_store(cls, value: int | None) -> int | None:
+        if value is not None and value < OBJECT_STORE_MINIMUM:
+            raise ValueError(f"must be at least {OBJECT_STORE_MINIMUM} bytes (75 MiB), Ray's minimum")
+        return value
 
     @field_validator("host")
     @classmethod

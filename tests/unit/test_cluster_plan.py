@@ -110,12 +110,25 @@ def test_open_dashboard_without_auth_is_refused(write_yaml):
         ("name: x\nhead: {host: a}\nssh: {host_key_checking: 'no'}\n", "ssh.host_key_checking"),
         ("name: 'bad name'\nhead: {host: a}\n", "name:"),
         ("name: x\nhead: {host: a}\nstorage: {path: nfs}\n", "must be an absolute path"),
+        # `ray start` refuses an object store under its minimum: found at `cluster up`, after other nodes started.
+        ("name: x\nhead: {host: a, object_store_memory: 1000000}\n", "bad.yaml:2: head.object_store_memory: must be "
+         "at least 78643200 bytes (75 MiB), Ray's minimum (got 1000000)"),
+        ("name: x\nhead: {host: a}\nworkers: [{host: b, object_store_memory: 78643199}]\n",
+         "workers.0.object_store_memory: must be at least 78643200 bytes"),
     ],
 )
 def test_cluster_file_errors(write_yaml, text, expected):
     with pytest.raises(ConfigError) as info:
         load_cluster(write_yaml(text, "bad.yaml"))
     assert expected in str(info.value)
+
+
+def test_the_object_store_minimum_is_rays():
+    from ray._private import ray_constants
+
+    from raytrain.config.cluster import OBJECT_STORE_MINIMUM
+
+    assert ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES == OBJECT_STORE_MINIMUM
 
 
 def test_firewall_ports_listed(lab):
