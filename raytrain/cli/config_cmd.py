@@ -18,7 +18,7 @@ app = typer.Typer(help="Check, show and convert config files.", no_args_is_help=
 
 KindOption = Annotated[
     str | None,
-    typer.Option("--kind", help="train, sweep or cluster (default: told from the file's top-level sections)."),
+    typer.Option("--kind", help="train, sweep, cluster or slurm (default: told from the file's top-level sections)."),
 ]
 
 
