@@ -137,11 +137,10 @@ def _trial_source(checkpoint: Path) -> Source:
     Raises:
         UsageError: params.json is not a raytrain sweep trial's.
     """
-    import copy
     import json
 
     from raytrain.config.sweep_load import trial_source
-    from raytrain.tune import TRIAL_KEY
+    from raytrain.tune import TRIAL_KEY, unescape_keys
 
     params = checkpoint.parent / "params.json"
     try:
@@ -149,7 +148,7 @@ def _trial_source(checkpoint: Path) -> Source:
         base, overrides = spec["base"], dict(spec.get("overrides") or {})
     except (OSError, ValueError, KeyError, TypeError):
         raise UsageError(f"{params} is not the params.json of a raytrain sweep's trial: cannot tell its config") from None
-    return trial_source(Source(copy.deepcopy(base), {}, str(params)), overrides)
+    return trial_source(Source(unescape_keys(base), {}, str(params)), overrides)
 
 
 @dataclass

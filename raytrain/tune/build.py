@@ -16,7 +16,7 @@ from raytrain.sweeps import ALGORITHMS, TUNE_CLASSES
 from raytrain.sweeps.base import KeyPath, Spec
 from raytrain.sweeps.pbt import ExploreAdapter  # noqa: F401  (the tuner.pkl of older PBT sweeps names it here)
 from raytrain.sweeps.space import domain, domain_spec, grid_size
-from raytrain.tune import TRIAL_KEY
+from raytrain.tune import TRIAL_KEY, escape_keys
 
 if TYPE_CHECKING:
     from raytrain.config.schema import RaytrainConfig
@@ -230,6 +230,15 @@ def _tune_issues(loaded: LoadedSweep, plan_: Plan) -> list[ConfigIssue]:
     return issues
 
 
+def tune_space(plan_: Plan) -> dict[str, Any]:
+    """The param_space Tune is given: the overrides as Tune domains, the base's keys escaped (`escape_keys`)."""
+    space = dict(plan_["param_space"])
+    trial = space[TRIAL_KEY]
+    space[TRIAL_KEY] = {**trial, "base": escape_keys(trial["base"]),
+                        "overrides": {k: domain(v) for k, v in trial["overrides"].items()}}
+    return space
+
+
 def build(plan_: Plan, callbacks: list[Any] | None = None) -> Any:
     """The Tuner for a plan (Ray must be connected)."""
     from ray import tune
@@ -237,13 +246,11 @@ def build(plan_: Plan, callbacks: list[Any] | None = None) -> Any:
     from raytrain.tune.loggers import result_writers
     from raytrain.tune.trainable import RaytrainPPO
 
-    space = dict(plan_["param_space"])
-    space[TRIAL_KEY] = {**space[TRIAL_KEY], "overrides": {k: domain(v) for k, v in space[TRIAL_KEY]["overrides"].items()}}
     tc = plan_["tune_config"]
     rc = plan_["run_config"]
     return tune.Tuner(
         RaytrainPPO,
-        param_space=space,
+        param_space=tune_space(plan_),
         tune_config=tune.TuneConfig(
             metric=tc["metric"],
             mode=tc["mode"],

@@ -7,7 +7,6 @@ and translation as `raytrain train`, so nothing is dropped and the keys people r
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -17,7 +16,7 @@ from raytrain.config.load import load_source
 from raytrain.config.source import Source
 from raytrain.rllib.callbacks import find
 from raytrain.rllib.translate import build_ppo_config
-from raytrain.tune import TRIAL_KEY  # noqa: F401 - re-exported
+from raytrain.tune import TRIAL_KEY, unescape_keys  # noqa: F401 - TRIAL_KEY re-exported
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -33,7 +32,7 @@ def trial_config(tune_config: dict[str, Any]) -> RaytrainConfig:
     from raytrain.config.sweep_load import trial_source
 
     spec = tune_config[TRIAL_KEY]
-    base = Source(copy.deepcopy(spec["base"]), {}, "<trial>")
+    base = Source(unescape_keys(spec["base"]), {}, "<trial>")
     return load_source(trial_source(base, dict(spec.get("overrides", {})))).config
 
 

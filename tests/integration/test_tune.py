@@ -198,6 +198,29 @@ def test_optuna_with_asha_pruning(ray_session, tuned):
     assert iterations == {400: 3, 200: 1}, iterations
 
 
+def test_the_shipped_optuna_sweep_runs(ray_session, tmp_path):
+    """configs/ppo_optuna.yaml failed at its start with `Found delimiter / in key`: Optuna's searcher refuses a
+    `/` in any key of the trial config, and the base's stop metric is `raytrain/episode_return_mean_100`."""
+    sweep = Path(__file__).parents[2] / "configs" / "ppo_optuna.yaml"
+    result = invoke(["tune", str(sweep), "--name", "shipped", "--set", f"checkpoint.storage_path={tmp_path}",
+                     "--set", "search.num_samples=2", "--set", "stop.training_iteration=2",
+                     "--set", "asha.max_t=2", "--set", "asha.grace_period=1"])
+    assert result.exit_code == 0, result.output
+    import optuna
+
+    study = optuna.load_study(study_name="shipped", storage=f"sqlite:///{tmp_path / 'shipped' / 'optuna.db'}")
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
+    for result_json in (tmp_path / "shipped").glob("*/result.json"):
+        last = rows(result_json.parent)[-1]
+        assert last["training_iteration"] == 2
+        # The sweep's stop, its `/` escaped in the trial config Tune records.
+        assert last["config"]["raytrain"]["base"]["stop"] == {"raytrain%2Fepisode_return_mean_100": 450,
+                                                              "training_iteration": 2}
+    # eval reads a trial's config from its params.json.
+    played = invoke(["eval", str(tmp_path / "shipped"), "--episodes", "1", "--json"])
+    assert played.exit_code == 0, played.output
+
+
 def _kill_session(sid: int) -> None:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():

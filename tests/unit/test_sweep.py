@@ -5,6 +5,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from raytrain.config.sweep_load import load_sweep
 from raytrain.errors import ConfigError
@@ -607,3 +609,41 @@ def test_an_error_in_a_setting_the_sweep_takes_from_its_base_names_the_base_conf
     assert f"base.yaml:3: experiment.storage_path: not writable: {blocker} is not a directory" in found
     assert "base.yaml:4: experiment.num_to_keep: 1 is too few for PBT" in found
     assert "checkpoint." not in found
+
+
+def test_a_base_whose_keys_hold_a_slash_reaches_optuna_and_each_trial_intact(sweep_file, tmp_path):
+    """The shipped configs/ppo_optuna.yaml failed at its start: `Found delimiter / in key`. Optuna's searcher
+    flattens the whole Tune space on `/` and refuses a key that holds one, as the base's stop metric
+    `raytrain/episode_return_mean_100` does."""
+    from ray.tune.search.optuna import OptunaSearch
+
+    from raytrain.tune.build import tune_space
+    from raytrain.tune.trainable import trial_config
+
+    path = sweep_file("name: o\nsearch: {algorithm: optuna, num_samples: 2}\n"
+                      "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n")
+    (tmp_path / "base.yaml").write_text(BASE.replace("stop: {training_iteration: 5}",
+                                                     "stop: {raytrain/episode_return_mean_100: 450, training_iteration: 5}"))
+    space = tune_space(plan(load_sweep(path)))
+    assert OptunaSearch(metric="m", mode="max").set_search_properties(None, None, space)
+    trial = {"raytrain": {**space["raytrain"], "overrides": {"training.lr": 0.002, "experiment.seed": 3}}}
+    cfg = trial_config(trial)
+    assert cfg.stop == {"raytrain/episode_return_mean_100": 450, "training_iteration": 5}
+    assert cfg.training.lr == 0.002 and cfg.experiment.seed == 3
+
+
+@given(st.recursive(st.none() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text("%/2F5a", max_size=6), inner, max_size=3),
+                    max_leaves=10))
+def test_escaped_keys_hold_no_slash_and_read_back_exactly(data):
+    from raytrain.tune import escape_keys, unescape_keys
+
+    escaped = escape_keys(data)
+    assert "/" not in json.dumps(_keys(escaped))
+    assert unescape_keys(escaped) == data
+
+
+def _keys(data):
+    if isinstance(data, dict):
+        return [[k, _keys(v)] for k, v in data.items()]
+    return [_keys(v) for v in data] if isinstance(data, list) else None
