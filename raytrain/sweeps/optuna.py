@@ -86,6 +86,9 @@ class Optuna(Algorithm):
         for key, dist in sweep.space.items():
             if isinstance(dist, Grid):
                 issue(("space", key), "Optuna cannot sample a grid; use `distribution: choice`")
+            if "/" in key:  # Tune's OptunaSearch names parameters by their path joined with `/`
+                issue(("space", key), "Optuna cannot search a key that holds `/` (Tune names its parameters by "
+                      "their path joined with `/`); search it with another search.algorithm (random)")
         if not sweep.space:
             issue(("space",), "Optuna needs a search space")
 

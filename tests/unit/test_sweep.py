@@ -182,6 +182,9 @@ def test_embedded_train_config(tmp_path):
         ("search: {algorithm: pbt}\npbt: {hyperparam_mutations: {training.lr: [0.001]}}\ncheckpoint: {num_to_keep: 2}\n", "too few for PBT"),
         ("search: {algorithm: random}\nasha: {max_t: 3}\n", "search.algorithm is random"),
         ("search: {algorithm: optuna}\nspace: {training.lr: {distribution: grid, values: [0.1, 0.2]}}\n", "Optuna cannot sample a grid"),
+        # Tune's Optuna searcher refuses it at the sweep's start (`Found delimiter / in key`).
+        ("search: {algorithm: optuna}\nspace: {environment.env_config.a/b: {distribution: choice, values: [1, 2]}}\n",
+         "space.environment.env_config.a/b: Optuna cannot search a key that holds `/`"),
         ("search: {algorithm: grid}\nspace: {training.lr: {distribution: uniform, low: 0.1, high: 0.2}}\n", "needs every space entry to be `distribution: grid`"),
         ("search: {metric: episode_reward_mean}\n", "search.metric: is a metric PPO never reports"),
         ("space: {training.minibatch_size: {distribution: choice, values: [100, 800]}}\n", "with training.minibatch_size = 800 a trial's config is invalid"),
