@@ -326,3 +326,17 @@ def test_eval_plays_the_checkpoints_observation_filter_as_saved(ray_session, sma
         saved = filter_state(algo)
         algo.env_runner.sample(num_episodes=3, explore=False, random_actions=False)
         assert filter_state(algo) == saved
+
+
+SHIPPED = sorted(p for p in (Path(__file__).parents[2] / "configs").glob("*.yaml") if "\nenvironment:" in p.read_text())
+
+
+@pytest.mark.parametrize("config", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_train_config_trains_and_its_checkpoint_plays(ray_session, tmp_path, config):
+    """Validating a shipped config does not show that it runs: the shipped Optuna sweep validated and failed at
+    its start. One iteration of each, then eval of its checkpoint."""
+    result = invoke(["train", str(config), "--set", f"experiment.storage_path={tmp_path}",
+                     "--set", "stop={training_iteration: 1}"])
+    assert result.exit_code == 0, result.output
+    played = invoke(["eval", str(_run_dir(result.output)), "--episodes", "1", "--json"])
+    assert played.exit_code == 0, played.output
