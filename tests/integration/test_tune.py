@@ -198,26 +198,43 @@ def test_optuna_with_asha_pruning(ray_session, tuned):
     assert iterations == {400: 3, 200: 1}, iterations
 
 
-def test_the_shipped_optuna_sweep_runs(ray_session, tmp_path):
-    """configs/ppo_optuna.yaml failed at its start with `Found delimiter / in key`: Optuna's searcher refuses a
-    `/` in any key of the trial config, and the base's stop metric is `raytrain/episode_return_mean_100`."""
-    sweep = Path(__file__).parents[2] / "configs" / "ppo_optuna.yaml"
-    result = invoke(["tune", str(sweep), "--name", "shipped", "--set", f"checkpoint.storage_path={tmp_path}",
-                     "--set", "search.num_samples=2", "--set", "stop.training_iteration=2",
-                     "--set", "asha.max_t=2", "--set", "asha.grace_period=1"])
-    assert result.exit_code == 0, result.output
-    import optuna
+SHIPPED_SWEEPS = {
+    "ppo_optuna.yaml": ["asha.max_t=2", "asha.grace_period=1"],
+    "ppo_pbt.yaml": ["pbt.perturbation_interval=1", "checkpoint.frequency=1"],
+}
 
-    study = optuna.load_study(study_name="shipped", storage=f"sqlite:///{tmp_path / 'shipped' / 'optuna.db'}")
-    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
-    for result_json in (tmp_path / "shipped").glob("*/result.json"):
+
+def test_every_shipped_sweep_is_tested():
+    configs = Path(__file__).parents[2] / "configs"
+    assert {p.name for p in configs.glob("*.yaml") if "\nsearch:" in p.read_text()} == set(SHIPPED_SWEEPS)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_SWEEPS))
+def test_every_shipped_sweep_runs_and_its_best_checkpoint_plays(ray_session, tmp_path, name):
+    """configs/ppo_optuna.yaml validated and failed at its start with `Found delimiter / in key`: Optuna's
+    searcher refuses a `/` in any key of the trial config, and the base's stop metric is
+    `raytrain/episode_return_mean_100`. Each shipped sweep runs 2 trials of 2 iterations."""
+    sweep = Path(__file__).parents[2] / "configs" / name
+    settings = ["search.num_samples=2", "stop.training_iteration=2", *SHIPPED_SWEEPS[name]]
+    result = invoke(["tune", str(sweep), "--name", "shipped", "--set", f"checkpoint.storage_path={tmp_path}",
+                     *[a for setting in settings for a in ("--set", setting)]])
+    assert result.exit_code == 0, result.output
+    exp = tmp_path / "shipped"
+    if name == "ppo_optuna.yaml":
+        import optuna
+
+        study = optuna.load_study(study_name="shipped", storage=f"sqlite:///{exp / 'optuna.db'}")
+        assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
+    trials = list(exp.glob("*/result.json"))
+    assert len(trials) == 2
+    for result_json in trials:
         last = rows(result_json.parent)[-1]
         assert last["training_iteration"] == 2
         # The sweep's stop, its `/` escaped in the trial config Tune records.
         assert last["config"]["raytrain"]["base"]["stop"] == {"raytrain%2Fepisode_return_mean_100": 450,
                                                               "training_iteration": 2}
     # eval reads a trial's config from its params.json.
-    played = invoke(["eval", str(tmp_path / "shipped"), "--episodes", "1", "--json"])
+    played = invoke(["eval", str(exp), "--episodes", "1", "--json"])
     assert played.exit_code == 0, played.output
 
 
