@@ -116,7 +116,7 @@ def _alive_time(log: str, t0: float) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
     why = cannot_run()

@@ -1,5 +1,6 @@
 """Regenerate the YAML reference in README.md from the config schema (tests check it is current)."""
 
+import argparse
 from pathlib import Path
 
 from raytrain.config.docs import markdown_reference, sweep_reference
@@ -21,6 +22,7 @@ def render(readme: str) -> str:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__ + " Rewrites README.md in place; `make reference` runs it.").parse_args()
     path = Path(__file__).resolve().parent.parent / "README.md"
     path.write_text(render(path.read_text()))
     print(f"updated {path}")

@@ -58,3 +58,16 @@ def test_make_uses_an_active_venv_as_it_is(tmp_path):
     plan = _make_plan("test", {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "VIRTUAL_ENV": str(venv)})
     assert "-m venv" not in plan
     assert f'"{venv}/bin/python" -m pytest tests' in plan and ".venv" not in plan
+
+
+def test_gen_reference_help_prints_usage_and_writes_nothing():
+    """`scripts/gen_reference.py --help` rewrote README.md: the script took no arguments and ignored them."""
+    import subprocess
+    import sys
+
+    readme = ROOT / "README.md"
+    before = (readme.read_bytes(), readme.stat().st_mtime_ns)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_reference.py"), "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "usage:" in proc.stdout and "updated" not in proc.stdout, proc
+    assert (readme.read_bytes(), readme.stat().st_mtime_ns) == before
