@@ -19,6 +19,7 @@ from typing import Any
 
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source
+from raytrain.errors import ConfigIssue
 from raytrain.runs import RunFolder
 from raytrain.training import IterationReport, TrainOutcome
 
@@ -148,6 +149,10 @@ def prepare(
         from raytrain.training import check_train_cpus
 
         check_train_cpus(cfg, loaded.source)
+    if folder is not None and checkpoint is not None:
+        misfit = _misfit(cfg, loaded.source, checkpoint)
+        if misfit is not None:
+            raise ConfigError([misfit])
     finished = None
     if folder is not None and checkpoint is not None:
         from raytrain.metrics import met_stop, stop_reached
@@ -158,6 +163,22 @@ def prepare(
         if (key := met_stop(row, cfg.stop)) is not None:
             finished = (key, str(stop_reached(row, cfg.stop)))
     return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir, loaded.source, finished)
+
+
+def _misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path) -> ConfigIssue | None:
+    """Whether the network `cfg` builds cannot take `checkpoint`'s weights (`network_misfit`); a checkpoint whose
+    own config.yaml cannot be read is left to RLlib's restore."""
+    from raytrain.config.load import load_source
+    from raytrain.config.source import parse_yaml
+    from raytrain.errors import ConfigError
+    from raytrain.rllib.fit import network_misfit
+
+    try:
+        text = (checkpoint / "config.yaml").read_text()
+        saved = load_source(parse_yaml(text, str(checkpoint / "config.yaml"))).config
+    except (OSError, UnicodeDecodeError, ConfigError):
+        return None
+    return network_misfit(cfg, source, checkpoint, saved)
 
 
 def plan(prepared: PreparedTrain) -> str:

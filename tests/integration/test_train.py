@@ -169,6 +169,32 @@ def test_failed_resume_after_ray_started_changes_nothing(ray_session, small_conf
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
 
+def test_a_resume_whose_network_does_not_fit_the_checkpoint_is_refused_before_ray(ray_session, small_config, monkeypatch):
+    """`--resume RUN --set model.fcnet_hiddens=[8]` (or another env's spaces) started Ray, built the algorithm, and
+    failed in torch's `load_state_dict` with a page of size mismatches (exit 1). It is exit 2 before Ray, at the
+    override, with nothing changed; another env with the checkpoint's spaces still resumes."""
+    path, _ = small_config
+    result = invoke(["train", str(path)])
+    assert result.exit_code == 0, result.output
+    run = _run_dir(result.stdout)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    import raytrain.ray_session
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started")
+
+    with monkeypatch.context() as m:
+        m.setattr(raytrain.ray_session, "init_ray", no_ray)
+        for override, key in (("model.fcnet_hiddens=[8]", "model.fcnet_hiddens"), ("environment.env=Acrobot-v1", "environment.env")):
+            refused = invoke(["train", "--resume", str(run), "--set", override, "--set", "stop.training_iteration=3"])
+            assert refused.exit_code == 2, refused.output
+            assert f"error: --set {override}: {key}: the checkpoint's network does not fit" in refused.output
+            assert "checkpoint_000002" in refused.output and "start a new run" in refused.output
+            assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    same_spaces = invoke(["train", "--resume", str(run), "--set", "environment.env=CartPole-v0", "--set", "stop.training_iteration=3"])
+    assert same_spaces.exit_code == 0, same_spaces.output
+
+
 def test_num_to_keep_prunes_oldest(ray_session, small_config):
     path, _ = small_config
     result = invoke(

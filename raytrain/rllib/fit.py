@@ -1,0 +1,114 @@
+"""Whether a checkpoint's network fits a config: checked before a `--resume` starts Ray.
+
+A resume builds the algorithm from the resumed config and then loads the checkpoint's weights into it. When
+the config's `model` or `environment` changed so that the network has other shapes (wider layers, another
+env's observation or action space), torch's `load_state_dict` fails with a page of size mismatches, after Ray
+started and the algorithm was built. Here the network is built in this process (no Ray) and its shapes are
+compared with the checkpoint's saved weights, only when one of those sections differs from the checkpoint's.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from raytrain.errors import ConfigIssue
+
+if TYPE_CHECKING:
+    from raytrain.config.schema import RaytrainConfig
+    from raytrain.config.source import Source
+
+SECTIONS = ("environment", "model")
+"""The sections whose values decide the network's shapes."""
+
+MODULE_STATE = Path("learner_group", "learner", "rl_module", "default_policy", "module_state.pkl")
+
+
+def _dotted(section: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {f"{section}.{key}": value for key, value in data.items()}
+
+
+def changed_keys(saved: RaytrainConfig, cfg: RaytrainConfig) -> list[str]:
+    """The dotted keys of `SECTIONS` whose values differ between two configs, in schema order."""
+    changed = []
+    for section in SECTIONS:
+        old = _dotted(section, getattr(saved, section).model_dump(mode="json"))
+        new = _dotted(section, getattr(cfg, section).model_dump(mode="json"))
+        changed += [key for key in new if old.get(key) != new[key]]
+    return changed
+
+
+def _saved_shapes(checkpoint: Path) -> dict[str, tuple[int, ...]] | None:
+    try:
+        with (checkpoint / MODULE_STATE).open("rb") as f:
+            state = pickle.load(f)  # raytrain's own checkpoint, as RLlib's restore reads it
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        return None
+    import numpy as np
+
+    return {key: tuple(np.shape(value)) for key, value in state.items()} if isinstance(state, dict) else None
+
+
+def _built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:
+    """The shapes of the network `cfg` builds, or None when its env cannot be made here (RLlib says why later)."""
+    import gymnasium
+    from ray.rllib.env.env_context import EnvContext
+
+    from raytrain.rllib.translate import build_ppo_config
+
+    config = build_ppo_config(cfg)
+    maker: Any = config.env  # an id for gymnasium.make, or the env's class (an import path resolved)
+    try:
+        if callable(maker):
+            env = maker(EnvContext(dict(config.env_config), worker_index=0))
+        else:
+            env = gymnasium.make(maker, **config.env_config)
+    except Exception:  # the env's own errors: RLlib reports them when it makes the env
+        return None
+    # RLlib's own build warns that it makes a deprecated RLModuleConfig (through Ray's deprecation logger).
+    loggers = [logging.getLogger(name) for name in ("ray._common.deprecation", "ray.rllib")]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.ERROR)
+    try:
+        module = config.get_rl_module_spec(env=env).build()
+    finally:
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)
+        env.close()
+    state: dict[str, Any] = module.get_state()  # the torch module's weights, as RLlib saves them
+    return {key: tuple(value.shape) for key, value in state.items()}
+
+
+def _shape(shape: tuple[int, ...] | None) -> str:
+    return "absent" if shape is None else str(list(shape))
+
+
+def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved: RaytrainConfig) -> ConfigIssue | None:
+    """An issue at the changed key when the network `cfg` builds cannot take `checkpoint`'s weights, else None.
+
+    `saved` is the config the checkpoint was written with. Nothing is built when no key of `SECTIONS` changed.
+    """
+    changed = changed_keys(saved, cfg)
+    if not changed:
+        return None
+    old, new = _saved_shapes(checkpoint), None
+    if old is not None:
+        new = _built_shapes(cfg)
+    if old is None or new is None or old == new:
+        return None
+    param = next(key for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key))
+    key = next((k for k in changed if (source.where(k.split(".")) or "").startswith("--set ")), changed[0])
+    saved_values = _dotted(key.split(".")[0], getattr(saved, key.split(".")[0]).model_dump(mode="json"))
+    value = _dotted(key.split(".")[0], getattr(cfg, key.split(".")[0]).model_dump(mode="json"))[key]
+    others = [k for k in changed if k != key]
+    return ConfigIssue(
+        source.where(key.split(".")),
+        key,
+        f"the checkpoint's network does not fit this config: {saved_values[key]!r} in {checkpoint.name}, {value!r} "
+        f"here ({param}: {_shape(old.get(param))} saved, {_shape(new.get(param))} built"
+        f"{'; also changed: ' + ', '.join(others) if others else ''}). A resumed run continues the network it "
+        "trained: keep the checkpoint's value, or start a new run (raytrain train FILE)",
+    )
