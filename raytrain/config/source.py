@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -335,24 +335,43 @@ def override_text(key: str, value: Any) -> str:
 _MISSING = object()
 
 
-def apply_overrides(source: Source, overrides: list[str]) -> list[str]:
-    """Apply `--set` overrides in order; return one line per override describing what changed."""
+def _key_length(node: dict[str, Any], rest: Path_, dotted: bool) -> int:
+    """How many parts of `rest` make the next key under `node`: the longest run of them that, joined with `.`, is
+    a key `node` has; else all of them where `node` is keyed by dotted paths (`dotted`), else one."""
+    for n in range(len(rest), 1, -1):
+        if ".".join(rest[:n]) in node:
+            return n
+    return len(rest) if dotted else 1
+
+
+def apply_overrides(source: Source, overrides: list[str], dotted: Collection[Path_] = ()) -> list[str]:
+    """Apply `--set` overrides in order; return one line per override describing what changed.
+
+    `dotted` names the mappings whose keys are themselves dotted paths (a sweep's `space: {training.lr: ...}`):
+    the rest of an override's path is one key there, or the longest key there that begins it
+    (`space.training.lr.high`: `high` of `training.lr`). Elsewhere a dot separates keys, except where a mapping
+    already has a key with a dot that the path names.
+    """
     changes = []
     for text in overrides:
-        path, value = parse_override(text)
-        node = source.data
-        for i, part in enumerate(path[:-1]):
-            child = node.get(part)
+        parts, value = parse_override(text)
+        node, i = source.data, 0
+        path: Path_ = ()
+        while True:
+            n = _key_length(node, parts[i:], path in dotted)
+            key, i = ".".join(parts[i : i + n]), i + n
+            path = (*path, key)
+            if i == len(parts):
+                break
+            child = node.get(key)
             if child is None:
-                child = node[part] = {}
-                source.origins.setdefault(path[: i + 1], f"--set {text}")  # the override made this section
+                child = node[key] = {}
+                source.origins.setdefault(path, f"--set {text}")  # the override made this section
             elif not isinstance(child, dict):
-                raise ConfigError(
-                    [ConfigIssue(f"--set {text}", ".".join(path[: i + 1]), "is not a section, cannot set a key inside it")]
-                )
+                raise ConfigError([ConfigIssue(f"--set {text}", ".".join(path), "is not a section, cannot set a key inside it")])
             node = child
-        old = node.get(path[-1], _MISSING)
-        node[path[-1]] = value
+        old = node.get(key, _MISSING)
+        node[key] = value
         for p in [p for p in source.origins if p[: len(path)] == path]:
             del source.origins[p]
         source.origins[path] = f"--set {text}"

@@ -214,6 +214,11 @@ def check_name(name: str) -> str | None:
     return None
 
 
+DOTTED_KEY_MAPPINGS = (("set",), ("space",), ("pbt", "hyperparam_mutations"), ("pb2", "hyperparam_bounds"))
+"""The sweep file's mappings keyed by a train config's dotted paths (`space: {training.lr: ...}`): `--set
+space.training.lr.high=...` reaches into their entries."""
+
+
 def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage: str = "probe") -> LoadedSweep:
     """Read and check a sweep file (and its base train config). Raises ConfigError with every problem.
 
@@ -225,7 +230,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
     if storage not in ("probe", "skip"):
         raise ValueError(f"storage must be 'probe' or 'skip', not {storage!r}")
     source = read_yaml(path)
-    notices = apply_overrides(source, overrides or [])
+    notices = apply_overrides(source, overrides or [], DOTTED_KEY_MAPPINGS)
     try:
         sweep = SweepConfig.model_validate(source.data)
     except ValidationError as exc:

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -650,3 +651,40 @@ def _keys(data):
     if isinstance(data, dict):
         return [[k, _keys(v)] for k, v in data.items()]
     return [_keys(v) for v in data] if isinstance(data, list) else None
+
+
+@pytest.mark.parametrize(("override", "path", "expected"), [
+    # Into an entry whose key is a dotted path: it was split, `space: {training: {lr: {high: ...}}}`, and
+    # refused as `space.training: a distribution needs distribution:`.
+    ("space.training.lr.high=0.02", ("space", "training.lr", "high"), 0.02),
+    ("pbt.hyperparam_mutations.training.lr.low=0.0002", ("pbt", "hyperparam_mutations", "training.lr", "low"), 0.0002),
+    # A new entry of such a mapping takes the rest of the path as its key.
+    ("space.training.gamma={distribution: uniform, low: 0.9, high: 0.99}", ("space", "training.gamma"),
+     {"distribution": "uniform", "low": 0.9, "high": 0.99}),
+    ("set.training.gamma=0.95", ("set", "training.gamma"), 0.95),
+])
+def test_set_reaches_the_entries_of_mappings_keyed_by_dotted_paths(sweep_file, override, path, expected):
+    from raytrain.config.source import Source, apply_overrides
+
+    file = sweep_file("name: d\nsearch: {algorithm: pbt, num_samples: 2}\nset: {training.lr: 0.001}\n"
+                      "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n"
+                      "pbt: {hyperparam_mutations: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}}\n")
+    from raytrain.config.sweep_load import DOTTED_KEY_MAPPINGS
+
+    source = Source(yaml.safe_load(file.read_text()), {}, str(file))
+    apply_overrides(source, [override], DOTTED_KEY_MAPPINGS)
+    node = source.data
+    for key in path:
+        node = node[key]
+    assert node == expected
+    assert source.where(path) == f"--set {override}"
+    load_sweep(file, [override])  # and the sweep is valid with it
+
+
+def test_set_into_a_train_config_still_splits_every_dot():
+    from raytrain.config.source import Source, apply_overrides
+
+    source = Source({"environment": {"env": "CartPole-v1", "env_config": {"a.b": 1}}}, {}, "f.yaml")
+    apply_overrides(source, ["training.lr=0.1", "environment.env_config.a.b=2", "environment.env_config.c.d=3"])
+    assert source.data["training"] == {"lr": 0.1}
+    assert source.data["environment"]["env_config"] == {"a.b": 2, "c": {"d": 3}}
