@@ -338,7 +338,7 @@ _MISSING = object()
 def _key_length(node: dict[str, Any], rest: Path_, dotted: bool) -> int:
     """How many parts of `rest` make the next key under `node`: the longest run of them that, joined with `.`, is
     a key `node` has; else all of them where `node` is keyed by dotted paths (`dotted`), else one."""
-    for n in range(len(rest), 1, -1):
+    for n in range(len(rest), 0, -1):
         if ".".join(rest[:n]) in node:
             return n
     return len(rest) if dotted else 1

@@ -688,3 +688,12 @@ def test_set_into_a_train_config_still_splits_every_dot():
     apply_overrides(source, ["training.lr=0.1", "environment.env_config.a.b=2", "environment.env_config.c.d=3"])
     assert source.data["training"] == {"lr": 0.1}
     assert source.data["environment"]["env_config"] == {"a.b": 2, "c": {"d": 3}}
+
+
+def test_set_into_a_nested_entry_of_a_dotted_mapping_follows_the_nesting():
+    from raytrain.config.source import Source, apply_overrides
+    from raytrain.config.sweep_load import DOTTED_KEY_MAPPINGS
+
+    source = Source({"set": {"experiment": {"seed": 1}}}, {}, "f.yaml")
+    apply_overrides(source, ["set.experiment.seed=2"], DOTTED_KEY_MAPPINGS)
+    assert source.data["set"] == {"experiment": {"seed": 2}}
