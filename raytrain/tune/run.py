@@ -291,6 +291,12 @@ def check_resume(exp_dir: str | Path) -> Resumable:
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(meta_file, "base", f"RLlib rejects the experiment's base config: {exc}")]) from None
+    if state.newest_state(exp_dir) is None:  # Tune would start the sweep over (Optuna's searcher fails instead)
+        raise UsageError(
+            f"{exp_dir} has no Tune experiment state to resume from (no {state.STATE_GLOB}): the sweep stopped "
+            "before its trials started, so there is nothing to continue; nothing was changed. Run the sweep again "
+            "with `raytrain tune SWEEP_FILE`"
+        )
     return Resumable(exp_dir, cfg)
 
 

@@ -376,6 +376,9 @@ def test_resume_of_trials_larger_than_the_local_ray_exits_2_before_ray(sweep, tm
     meta["base"]["env_runners"]["num_env_runners"] = runners
     (exp / "raytrain_sweep.json").write_text(json.dumps(meta))
     (exp / "tuner.pkl").write_bytes(b"")  # what Tuner.can_restore looks for
+    # Tune's state with a trial to continue (without one, the sweep never started: nothing to resume).
+    paused = [[json.dumps({"relative_logdir": "early_00000", "trial_id": "00000", "status": "PAUSED"}), "{}"]]
+    (exp / "experiment_state-2026-11-27_12-00-00.json").write_text(json.dumps({"trial_data": paused}))
     before = listing(tmp_path)
     command_txt = (exp / "command.txt").read_text()
     result = invoke("tune", "resume", str(exp))
@@ -403,6 +406,22 @@ def test_resume_of_a_cut_short_experiment_state_without_a_copy_exits_2_before_ra
     result = invoke("tune", "resume", str(exp))
     assert result.exit_code == 2, result.output
     assert f"{state_file} is empty or cut short" in result.output and "no complete copy" in result.output
+    assert "Traceback" not in result.output
+    assert listing(tmp_path) == before
+    assert not ray_started()
+
+
+def test_resume_of_a_sweep_stopped_before_tune_saved_its_state_exits_2_before_ray(sweep, tmp_path):
+    """tuner.pkl written, no experiment_state-*.json (the driver died at the start, as the Optuna sweep of
+    configs/ that Tune refused did): resume started Ray and failed with RuntimeError `no search space has been
+    defined` (Optuna), or started the sweep over."""
+    exp = _meta_only_experiment(sweep, tmp_path)
+    (exp / "tuner.pkl").write_bytes(b"")  # what Tuner.can_restore looks for
+    before = listing(tmp_path)
+    result = invoke("tune", "resume", str(exp))
+    assert result.exit_code == 2, result.output
+    assert (f"{exp} has no Tune experiment state to resume from (no experiment_state-*.json): the sweep stopped "
+            "before its trials started") in result.output
     assert "Traceback" not in result.output
     assert listing(tmp_path) == before
     assert not ray_started()
