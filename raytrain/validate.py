@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raytrain.config.kind import KINDS, check_kind, detect_kind
+from raytrain.config.kind import KINDS, check_kind, detect_kind, is_rllib_example
 from raytrain.errors import ConfigError, ConfigIssue
 
 
@@ -69,10 +69,19 @@ def check_file(path: str | Path, overrides: list[str] | None = None, *, kind: st
         checked = {"train": _check_train, "sweep": _check_sweep, "cluster": _check_cluster, "slurm": _check_slurm}[kind](
             str(path), overrides or [], rllib)
     except ConfigError as exc:
-        exc.kind_hint = hint
+        exc.kind_hint = None if _rllib_example(path) else hint  # its error names the command that takes it
         raise
     checked.told_by = told_by
     return checked
+
+
+def _rllib_example(path: str | Path) -> bool:
+    from raytrain.config.source import read_yaml
+
+    try:
+        return is_rllib_example(read_yaml(path))
+    except ConfigError:
+        return False
 
 
 def _check_train(path: str, overrides: list[str], rllib: bool) -> CheckedFile:

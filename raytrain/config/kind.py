@@ -91,9 +91,23 @@ def other_kind(source: Source, expected: str) -> tuple[str, str] | None:
     return kind, f"{_NAMES[kind]} ({told})"
 
 
+def is_rllib_example(source: Source) -> bool:
+    """Whether a file is in RLlib's former tuned-example format (`NAME: {env:, run:, config:}`), which
+    `raytrain config import-rllib` converts: experiments only, none of them a section of any raytrain file."""
+    data = source.data
+    if not isinstance(data, dict) or not data:
+        return False
+    known = set().union(*_fields().values())
+    return all(isinstance(v, dict) and k not in known and ("run" in v or "config" in v) for k, v in data.items())
+
+
 def wrong_kind(source: Source, expected: str) -> ConfigError | None:
     """For a file that failed the checks of `expected`'s loader: the one error that says it is a file of another
     kind and which command takes it (instead of an `unknown section` error per section), or None."""
+    if is_rllib_example(source):
+        return ConfigError([ConfigIssue(
+            source.file, "", "RLlib's former tuned-example format (NAME: {env, run, config}), not a raytrain file: "
+            f"convert it with `raytrain config import-rllib {source.file or 'FILE'} -o NEW.yaml`")])
     found = other_kind(source, expected)
     if found is None:
         return None

@@ -124,3 +124,15 @@ def test_an_output_that_cannot_be_written_is_exit_2_naming_it(data_dir, tmp_path
     said = "is a folder" if target == "folder" else f"the folder {output.parent} does not exist"
     assert f"error: -o {output}: {said}" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"] and not any((tmp_path / "folder").iterdir())
+
+
+@pytest.mark.parametrize("command", [["train"], ["tune"], ["config", "validate"], ["cluster", "check"]])
+def test_an_old_rllib_file_given_to_a_command_says_to_import_it(data_dir, command):
+    """`raytrain train old.yaml` said `cartpole-ppo: unknown section` and `environment: is required`."""
+    old = data_dir / "rllib_cartpole_ppo.yaml"
+    result = CliRunner().invoke(app, [*command, str(old)])
+    assert result.exit_code == 2, result.output
+    assert (f"error: {old}: RLlib's former tuned-example format (NAME: {{env, run, config}}), not a raytrain file: "
+            f"convert it with `raytrain config import-rllib {old} -o NEW.yaml`") in result.output
+    assert "unknown section" not in result.output and "is required" not in result.output
+    assert "--kind" not in result.output
