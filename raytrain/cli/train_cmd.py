@@ -39,6 +39,9 @@ def _fmt(value: object) -> str:
     return f"{value:,}"
 
 
+EVAL_RETURN = "evaluation/env_runners/episode_return_mean"
+
+
 def _progress_line(report: IterationReport, cfg: RaytrainConfig, started: float) -> str:
     m = report.metrics
     parts = [
@@ -49,9 +52,11 @@ def _progress_line(report: IterationReport, cfg: RaytrainConfig, started: float)
         f"{_fmt(report.steps_per_s):>7} steps/s",
         f"{time.perf_counter() - started:6.1f}s",
     ]
+    if (evaluated := m.get(EVAL_RETURN)) is not None:  # RLlib repeats the last evaluation's until the next
+        parts.insert(3, f"eval {_fmt(evaluated):>7}")
     for key, done in report.stop_progress.items():
         if done is not None:
-            parts.append(f"{key.rsplit('/', 1)[-1]} {done:.0f}%")
+            parts.append(f"{'eval ' if key.startswith('evaluation/') else ''}{key.rsplit('/', 1)[-1]} {done:.0f}%")
     if report.checkpoint:
         parts.append(f"checkpoint {report.checkpoint.name}")
     return " | ".join(parts)

@@ -58,3 +58,21 @@ def test_a_resumed_run_counts_from_its_first_iteration():
     progress = StopProgress({"raytrain/episode_return_mean_100": -1248.5, "training_iteration": 1, "note": "text"})
     assert progress.percent("raytrain/episode_return_mean_100", -774.25, -300) == pytest.approx(50)
     assert progress.percent("raytrain/episode_return_mean_100", None, -300) is None
+
+
+def test_the_progress_line_shows_the_evaluation_return_and_tells_its_stop_from_trainings():
+    """With `evaluation:` set, the line never showed the evaluation's return, and a stop on
+    `evaluation/env_runners/episode_return_mean` read `episode_return_mean 40%`, as training's would."""
+    from raytrain.cli.train_cmd import _progress_line
+    from raytrain.config.load import load_source
+    from raytrain.config.source import Source
+    from raytrain.training import IterationReport
+
+    cfg = load_source(Source({"environment": {"env": "CartPole-v1"}, "evaluation": {"evaluation_interval": 2}}, {},
+                             "c.yaml")).config
+    metrics = {"env_runners/episode_return_mean": 25.0, "evaluation/env_runners/episode_return_mean": 44.0}
+    stops = {"evaluation/env_runners/episode_return_mean": 40.0, "env_runners/episode_return_mean": 10.0}
+    line = _progress_line(IterationReport(3, metrics, 1000.0, stops), cfg, 0.0)
+    assert "| eval    44.0 |" in line
+    assert "| eval episode_return_mean 40% |" in line and line.endswith("| episode_return_mean 10%")
+    assert "eval" not in _progress_line(IterationReport(1, {"env_runners/episode_return_mean": 25.0}, 1000.0, {}), cfg, 0.0)
