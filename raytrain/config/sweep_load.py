@@ -255,12 +255,21 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
     _check_metric(sweep.search.metric or base.config.return_metric, known, issue)
     for settings in settings_in(sweep):
         settings.check(sweep, known, issue)
+    if not base.config.stop and sweep.time_budget_s is None and not _asha_ends_trials(sweep):
+        warnings.append("warning: no stop criteria (stop:, here or in the base config) and no time_budget_s: every "
+                        "trial trains until Ctrl-C; add e.g. `stop: {training_iteration: 100}` to the sweep file")
     loaded = LoadedSweep(sweep, base, source, notices, warnings)
     issues += loaded.name_issues()
     _check_storage_path(sweep.checkpoint.storage_path, storage == "probe", issue)
     if issues:
         raise ConfigError(issues)
     return loaded
+
+
+def _asha_ends_trials(sweep: SweepConfig) -> bool:
+    """Whether ASHA schedules the sweep: it ends every trial at its max_t."""
+    return sweep.search.algorithm == "asha" or (
+        sweep.search.algorithm == "optuna" and sweep.optuna is not None and sweep.optuna.pruner == "asha")
 
 
 def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issue) -> LoadedConfig:

@@ -697,3 +697,20 @@ def test_set_into_a_nested_entry_of_a_dotted_mapping_follows_the_nesting():
     source = Source({"set": {"experiment": {"seed": 1}}}, {}, "f.yaml")
     apply_overrides(source, ["set.experiment.seed=2"], DOTTED_KEY_MAPPINGS)
     assert source.data["set"] == {"experiment": {"seed": 2}}
+
+
+@pytest.mark.parametrize(("sweep", "warned"), [
+    ("search: {algorithm: random, num_samples: 2}\n", True),
+    ("search: {algorithm: pbt, num_samples: 2}\npbt: {hyperparam_mutations: {training.lr: [0.001, 0.002]}}\n", True),
+    ("search: {algorithm: random, num_samples: 2}\ntime_budget_s: 600\n", False),
+    ("search: {algorithm: random, num_samples: 2}\nstop: {training_iteration: 3}\n", False),
+    ("search: {algorithm: asha, num_samples: 2}\nasha: {max_t: 10}\n", False),  # ASHA ends every trial at max_t
+])
+def test_a_sweep_that_nothing_stops_is_warned_of(sweep_file, tmp_path, sweep, warned):
+    """A sweep with no stop criteria (its own or its base's) and no time budget trained every trial until Ctrl-C,
+    without a word; `raytrain train` warns of the same."""
+    (tmp_path / "base.yaml").write_text(BASE.replace("stop: {training_iteration: 5}\n", ""))
+    path = sweep_file("name: n\nspace: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n" + sweep)
+    warning = ("warning: no stop criteria (stop:, here or in the base config) and no time_budget_s: every trial trains "
+               "until Ctrl-C")
+    assert any(w.startswith(warning) for w in load_sweep(path).warnings) is warned
