@@ -258,12 +258,32 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
     if not base.config.stop and sweep.time_budget_s is None and not _asha_ends_trials(sweep):
         warnings.append("warning: no stop criteria (stop:, here or in the base config) and no time_budget_s: every "
                         "trial trains until Ctrl-C; add e.g. `stop: {training_iteration: 100}` to the sweep file")
+    if (late := _perturbed_too_late(sweep, base.config.stop)) is not None:
+        warnings.append(late)
     loaded = LoadedSweep(sweep, base, source, notices, warnings)
     issues += loaded.name_issues()
     _check_storage_path(sweep.checkpoint.storage_path, storage == "probe", issue)
     if issues:
         raise ConfigError(issues)
     return loaded
+
+
+def _perturbed_too_late(sweep: SweepConfig, stop: dict[str, float]) -> str | None:
+    """A warning when every trial of a PBT or PB2 sweep ends before its first perturbation, else None."""
+    from raytrain.sweeps.pb2 import PB2Config
+    from raytrain.sweeps.pbt import PBTConfig
+
+    defaults = {"pbt": PBTConfig, "pb2": PB2Config}
+    algorithm = sweep.search.algorithm
+    if algorithm not in defaults:
+        return None
+    settings = getattr(sweep, algorithm) or defaults[algorithm]()
+    last = stop.get(settings.time_attr) if settings.time_attr == "training_iteration" else None
+    if last is None or settings.perturbation_interval < last:
+        return None
+    return (f"warning: {algorithm}.perturbation_interval ({settings.perturbation_interval:g}) is not below "
+            f"stop.training_iteration ({last:g}): every trial ends before {algorithm.upper()}'s first exploit, so the "
+            "sweep is a random search; lower the interval")
 
 
 def _asha_ends_trials(sweep: SweepConfig) -> bool:

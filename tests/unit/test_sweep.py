@@ -714,3 +714,19 @@ def test_a_sweep_that_nothing_stops_is_warned_of(sweep_file, tmp_path, sweep, wa
     warning = ("warning: no stop criteria (stop:, here or in the base config) and no time_budget_s: every trial trains "
                "until Ctrl-C")
     assert any(w.startswith(warning) for w in load_sweep(path).warnings) is warned
+
+
+@pytest.mark.parametrize(("settings", "warned"), [
+    ("pbt: {perturbation_interval: 5, hyperparam_mutations: {training.lr: [0.001, 0.002]}}\n", True),
+    ("pbt: {perturbation_interval: 8, hyperparam_mutations: {training.lr: [0.001, 0.002]}}\n", True),
+    ("pbt: {perturbation_interval: 2, hyperparam_mutations: {training.lr: [0.001, 0.002]}}\n", False),
+    ("pbt: {perturbation_interval: 8, time_attr: time_total_s, hyperparam_mutations: {training.lr: [0.001, 0.002]}}\n", False),
+])
+def test_a_population_sweep_whose_trials_end_before_the_first_perturbation_is_warned_of(sweep_file, settings, warned):
+    """PBT with perturbation_interval at or past the trials' last iteration never exploits: a random search."""
+    path = sweep_file("name: p\nsearch: {algorithm: pbt, num_samples: 2}\n" + settings)  # the base stops at 5
+    warning = "warning: pbt.perturbation_interval"
+    found = [w for w in load_sweep(path).warnings if w.startswith(warning)]
+    assert bool(found) is warned, found
+    if warned:
+        assert "is not below stop.training_iteration (5): every trial ends before PBT's first exploit" in found[0]
