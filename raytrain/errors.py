@@ -100,6 +100,20 @@ class RayAddressError(RaytrainError):
         )
 
 
+class RayAuthError(RaytrainError):
+    """The Ray cluster to join wants an auth token this driver does not have (found before `ray.init`)."""
+
+    exit_code = 2
+
+    def __init__(self, address: str, problem: str) -> None:
+        super().__init__(
+            f"the Ray cluster at {address} requires an auth token that this driver does not have: give --cluster "
+            "FILE (the cluster file `raytrain cluster up` started it from), which sets it for you, or set "
+            "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH to the cluster's token file "
+            f"(~/.raytrain/clusters/NAME/auth_token where `cluster up` ran). Ray says: {problem.split('. ')[0]}"
+        )
+
+
 class RayUnreachableError(RaytrainError):
     """Nothing answers at the address of the Ray cluster to join (found in seconds, before Ray retries it)."""
 

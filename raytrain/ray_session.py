@@ -8,10 +8,11 @@ driver), so that starting or joining Ray has one place to change and one place f
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from raytrain.errors import RayAddressError, RayUnreachableError, TrainError
+from raytrain.errors import RayAddressError, RayAuthError, RayUnreachableError, TrainError
 
 
 def cluster_address(address: str | None, cluster: Path | None) -> str | None:
@@ -62,6 +63,9 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
         problem = gcs_unreachable(joining)
         if problem is not None:
             raise RayUnreachableError(joining, problem)
+        refused = auth_refused(joining)
+        if refused is not None:
+            raise RayAuthError(joining, refused)
     ray.init(address=address, **options)
     if address is None:
         # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
@@ -123,7 +127,7 @@ def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     if address:
         try:
             joined = init_ray(address, logging_level="WARNING", runtime_env=worker_runtime_env())
-        except (RayAddressError, RayUnreachableError):
+        except (RayAddressError, RayUnreachableError, RayAuthError):
             raise
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... here
             raise TrainError(
@@ -164,6 +168,50 @@ def gcs_unreachable(address: str, timeout_s: float = 5.0) -> str | None:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
         return f"nothing answers at {bootstrap} ({exc})"
+    return None
+
+
+def auth_refused(address: str) -> str | None:
+    """Why the GCS at `address` (which answers) refuses this driver's auth, or None when it takes it.
+
+    A token-auth cluster joined without its token: Ray's `ray.init` prints native `InvalidAuthToken` warnings for
+    about 20 s and then fails with "Failed to connect". The driver's auth is what `ray.init` would use to join
+    (RAY_AUTH_MODE; for `auto`, token auth where a token file exists), and one GCS client connects with it, its
+    native warning line kept off the terminal. Ray Client addresses (`ray://`) are left to Ray.
+    """
+    from ray._private.authentication.authentication_token_setup import (
+        ensure_token_if_auth_enabled,
+        maybe_enable_token_auth_if_token_available,
+    )
+    from ray._private.services import canonicalize_bootstrap_address
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+    from ray.exceptions import AuthenticationError
+
+    if address.startswith("ray://"):
+        return None
+    bootstrap = canonicalize_bootstrap_address(address)
+    if bootstrap is None:
+        return None
+    if address == "auto":  # as ray.init: only a cluster found on this machine turns token auth on by itself
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    try:
+        ensure_token_if_auth_enabled(None, create_token_if_missing=False)  # Ray's native client aborts without one
+    except AuthenticationError as exc:
+        return str(exc)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            try:
+                GcsClient(address=bootstrap)
+            except AuthenticationError as exc:
+                return str(exc)
+            except Exception:  # anything else: ray.init reports it
+                return None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
     return None
 
 

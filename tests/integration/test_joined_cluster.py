@@ -60,6 +60,32 @@ def test_a_joined_cluster_too_small_for_the_config_exits_2(ray_session, tmp_path
     assert _listing(tmp_path) == before
 
 
+@pytest.mark.parametrize(("command", "mode"), [("train", None), ("tune", None), ("run", None), ("train", "token")])
+def test_a_cluster_that_wants_a_token_this_driver_lacks_is_exit_2_saying_how_to_give_it(ray_session, tmp_path, command,
+                                                                                        mode):
+    """A token-auth cluster joined without its token (`--address` to a `raytrain cluster up` cluster instead of
+    `--cluster`): Ray printed `InvalidAuthToken` warnings for 20 s, then raytrain said "cannot connect ... check
+    that this machine runs the same Ray and Python versions". The driver here has another HOME, so no
+    ~/.ray/auth_token: the session's Ray (token auth, started by `ray.init()`) refuses it. A user's shell has no
+    RAY_AUTH_MODE (None); with RAY_AUTH_MODE=token and no token, Ray's native client would abort the process."""
+    address = ray_session.get_runtime_context().gcs_address
+    _write_configs(tmp_path, 0)
+    (tmp_path / "pipeline.py").write_text("def main():\n    pass\n")
+    (tmp_path / "home").mkdir()
+    target = {"train": ["base.yaml"], "tune": ["sweep.yaml"], "run": ["pipeline.py", "--main", "main", "--workers", "2"]}
+    before = _listing(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "raytrain", command, str(tmp_path / target[command][0]),
+                             *target[command][1:], "--address", address], capture_output=True, text=True, timeout=120,
+                            env={**{k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}, "RAY_ADDRESS": "",
+                                 "HOME": str(tmp_path / "home"), **({"RAY_AUTH_MODE": mode} if mode else {})})
+    assert result.returncode == 2, result.stderr[-3000:]
+    said = " ".join(result.stderr.split())
+    assert (f"the Ray cluster at {address} requires an auth token that this driver does not have: give --cluster "
+            "FILE (the cluster file `raytrain cluster up` started it from)") in said, said[-3000:]
+    assert "RAY_AUTH_TOKEN_PATH" in said and "Traceback" not in said and "gcs_client.cc" not in said
+    assert _listing(tmp_path) == before
+
+
 @pytest.mark.parametrize("command", ["train", "tune", "run"])
 def test_an_address_where_nothing_answers_fails_in_seconds(tmp_path, command):
     """Ray retries such an address for minutes, printing its own warnings; raytrain names it and exits 1.
