@@ -185,16 +185,32 @@ def test_unreachable_host_fails_on_the_ssh_connect_timeout(lab, tmp_path):
 
 
 def test_failed_worker_start_leaves_nothing_running(lab, tmp_path):
-    # w2 asks for a resource spec Ray rejects: the head and w1 start, w2 fails, everything is stopped.
+    """w2's `ray start` fails at once: the head and w1 start, w2 fails, everything is stopped.
+
+    (It asked for an object store below Ray's minimum; the cluster file's check now refuses that before anything
+    starts, so w2's `ray` is a stand-in that refuses `start` as Ray refuses a spec, bind-mounted on w2 only.)
+    """
+    ray = Path(sys.executable).parent / "ray"
+    refusing = tmp_path / "ray_start_refused"
+    refusing.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = start ]; then echo "ValueError: simulated refusal of the node spec" >&2; exit 1; fi\n'
+        f"exec {sys.executable} -c 'import sys; from ray.scripts.scripts import main; sys.argv[0] = \"ray\"; main()' \"$@\"\n"
+    )
+    refusing.chmod(0o755)
     workers = (
         f"  - {{host: {lab.ip['w1']}, name: w1, num_cpus: 1, object_store_memory: 134217728}}\n"
-        f"  - {{host: {lab.ip['w2']}, name: w2, num_cpus: 1, object_store_memory: 1000}}\n"
+        f"  - {{host: {lab.ip['w2']}, name: w2, num_cpus: 1}}\n"
     )
     path = cluster_file(lab, tmp_path, "labfail", workers=workers)
-    up = raytrain("cluster", "up", str(path))
-    assert up.returncode == 1
-    assert "w2:" in up.stderr and "ray start --address" in up.stderr and "exited" in up.stderr
-    assert ray_processes(lab) == {h: [] for h in lab.names}
+    assert lab.on("w2", f"mount --bind {refusing} {ray}").returncode == 0
+    try:
+        up = raytrain("cluster", "up", str(path))
+        assert up.returncode == 1
+        assert "w2:" in up.stderr and "ray start --address" in up.stderr and "exited" in up.stderr
+        assert ray_processes(lab) == {h: [] for h in lab.names}
+    finally:
+        lab.on("w2", f"umount {ray}")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
