@@ -237,6 +237,17 @@ class NodeConfig(_Section):
         nonfinite = [k for k, v in value.items() if not (v >= 0 and v != float("inf"))]
         if nonfinite:
             raise ValueError(f"resource amounts must be finite and >= 0: {nonfinite}")
+        fractional = {k: v for k, v in value.items() if not float(v).is_integer()}
+        if fractional:  # `ray start` refuses them ("Resource quantities must all be whole numbers")
+            raise ValueError(f"must be whole numbers: a node offers Ray whole units (got {fractional})")
+        return value
+
+    @field_validator("num_cpus", "num_gpus")
+    @classmethod
+    def _whole(cls, value: float | None) -> float | None:
+        # `ray start --num-cpus/--num-gpus` take integers: 1.5 became --num-cpus=1.
+        if value is not None and not float(value).is_integer():
+            raise ValueError("must be a whole number: a node offers Ray whole units")
         return value
 
     @field_validator("labels")

@@ -115,6 +115,12 @@ def test_open_dashboard_without_auth_is_refused(write_yaml):
          "at least 78643200 bytes (75 MiB), Ray's minimum (got 1000000)"),
         ("name: x\nhead: {host: a}\nworkers: [{host: b, object_store_memory: 78643199}]\n",
          "workers.0.object_store_memory: must be at least 78643200 bytes"),
+        # `ray start` takes whole CPUs and GPUs (1.5 became --num-cpus=1) and refuses a fractional resource midway.
+        ("name: x\nhead: {host: a, num_cpus: 1.5}\n", "bad.yaml:2: head.num_cpus: must be a whole number: a node "
+         "offers Ray whole units (got 1.5)"),
+        ("name: x\nhead: {host: a}\nworkers: [{host: b, num_gpus: 0.5}]\n", "workers.0.num_gpus: must be a whole number"),
+        ("name: x\nhead: {host: a, resources: {big_mem: 1.5}}\n", "head.resources: must be whole numbers: a node "
+         "offers Ray whole units (got {'big_mem': 1.5})"),
     ],
 )
 def test_cluster_file_errors(write_yaml, text, expected):
