@@ -30,13 +30,13 @@ def _dotted(section: str, data: dict[str, Any]) -> dict[str, Any]:
     return {f"{section}.{key}": value for key, value in data.items()}
 
 
-def changed_keys(saved: RaytrainConfig, cfg: RaytrainConfig) -> list[str]:
-    """The dotted keys of `SECTIONS` whose values differ between two configs, in schema order."""
-    changed = []
+def changed_keys(saved: RaytrainConfig, cfg: RaytrainConfig) -> dict[str, tuple[Any, Any]]:
+    """{dotted key: (saved value, value)} of the keys of `SECTIONS` that differ between two configs, in schema order."""
+    changed = {}
     for section in SECTIONS:
         old = _dotted(section, getattr(saved, section).model_dump(mode="json"))
         new = _dotted(section, getattr(cfg, section).model_dump(mode="json"))
-        changed += [key for key in new if old.get(key) != new[key]]
+        changed.update({key: (old.get(key), value) for key, value in new.items() if old.get(key) != value})
     return changed
 
 
@@ -100,14 +100,13 @@ def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved:
     if old is None or new is None or old == new:
         return None
     param = next(key for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key))
-    key = next((k for k in changed if (source.where(k.split(".")) or "").startswith("--set ")), changed[0])
-    saved_values = _dotted(key.split(".")[0], getattr(saved, key.split(".")[0]).model_dump(mode="json"))
-    value = _dotted(key.split(".")[0], getattr(cfg, key.split(".")[0]).model_dump(mode="json"))[key]
+    key = next((k for k in changed if (source.where(k.split(".")) or "").startswith("--set ")), next(iter(changed)))
+    was, value = changed[key]
     others = [k for k in changed if k != key]
     return ConfigIssue(
         source.where(key.split(".")),
         key,
-        f"the checkpoint's network does not fit this config: {saved_values[key]!r} in {checkpoint.name}, {value!r} "
+        f"the checkpoint's network does not fit this config: {was!r} in {checkpoint.name}, {value!r} "
         f"here ({param}: {_shape(old.get(param))} saved, {_shape(new.get(param))} built"
         f"{'; also changed: ' + ', '.join(others) if others else ''}). A resumed run continues the network it "
         "trained: keep the checkpoint's value, or start a new run (raytrain train FILE)",
