@@ -49,8 +49,10 @@ def check_file(path: str | Path, overrides: list[str] | None = None, *, kind: st
     from raytrain.config.source import read_yaml
 
     check_kind(kind)
+    source = None
     try:
-        detected, sections = detect_kind(read_yaml(path))
+        source = read_yaml(path)
+        detected, sections = detect_kind(source)
     except ConfigError:
         if kind is None:
             raise
@@ -69,19 +71,11 @@ def check_file(path: str | Path, overrides: list[str] | None = None, *, kind: st
         checked = {"train": _check_train, "sweep": _check_sweep, "cluster": _check_cluster, "slurm": _check_slurm}[kind](
             str(path), overrides or [], rllib)
     except ConfigError as exc:
-        exc.kind_hint = None if _rllib_example(path) else hint  # its error names the command that takes it
+        # An old RLlib file's error names the command that takes it.
+        exc.kind_hint = None if source is not None and is_rllib_example(source) else hint
         raise
     checked.told_by = told_by
     return checked
-
-
-def _rllib_example(path: str | Path) -> bool:
-    from raytrain.config.source import read_yaml
-
-    try:
-        return is_rllib_example(read_yaml(path))
-    except ConfigError:
-        return False
 
 
 def _check_train(path: str, overrides: list[str], rllib: bool) -> CheckedFile:
