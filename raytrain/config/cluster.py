@@ -10,7 +10,9 @@ import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
+
+from raytrain.config.yaml_bools import RefuseBoolsForNumbers
 
 # What a cluster file may hold where a value ends up on a command line or in a file another program parses
 # (ssh, a remote shell, /etc/exports). Every value is quoted where a command is assembled as well
@@ -121,7 +123,7 @@ def this_machine_ip() -> str:
             return "127.0.0.1"
 
 
-class _Section(BaseModel):
+class _Section(RefuseBoolsForNumbers):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
@@ -440,7 +442,7 @@ class AuthConfig(_Section):
     """`token` (default): every Ray process and driver needs the cluster's token. `disabled`: anyone who reaches the ports controls the cluster."""
 
 
-class ClusterConfig(BaseModel):
+class ClusterConfig(RefuseBoolsForNumbers):
     """A raytrain cluster: `raytrain cluster up FILE`."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from raytrain.config import aliases
+from raytrain.config import aliases, yaml_bools
 from raytrain.config.schema import SECTIONS, RaytrainConfig, section_keys
 from raytrain.config.source import Source, apply_overrides, read_yaml
 from raytrain.errors import ConfigError, ConfigIssue
@@ -86,6 +86,8 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
     issues: list[tuple[ConfigIssue, str | None]] = []
     for err in exc.errors():
         raw_loc = [str(p) for p in err["loc"]]
+        if err["type"] == yaml_bools.ERROR_TYPE:  # raised by the model: the key and the items below it
+            raw_loc += [str(p) for p in err["ctx"]["where"]]
         # A `number | schedule` field reports a failure for each member of the union: keep the
         # member that matches what the user wrote (a mapping means they meant a schedule).
         members = [p for p in raw_loc if p in _NOT_MAPPING or p.startswith("tagged-union[")]
@@ -141,6 +143,8 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
             # `name: 2024` or `--set name=yes`: YAML reads a bare 2024 as a number and yes as true.
             read_as = "true/false" if isinstance(value, bool) else "a number"
             msg = f"must be text, but YAML reads the value as {read_as} ({value!r}): put it in quotes, e.g. '2024'"
+        elif kind == yaml_bools.ERROR_TYPE:
+            msg = err["msg"]  # it says what YAML read already
         elif kind == "union_tag_invalid" or kind == "union_tag_not_found":
             msg = "a schedule needs `schedule: linear` (start, end, timesteps) or `schedule: piecewise` (points)"
         else:

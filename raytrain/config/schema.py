@@ -18,8 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator, model_validator
 from pydantic.fields import FieldInfo
+
+from raytrain.config.yaml_bools import RefuseBoolsForNumbers
 
 Activation = Literal["linear", "relu", "tanh", "elu", "swish", "silu"]
 
@@ -70,7 +72,7 @@ class RLlib:
     """A value with a `:` is an import path `"pkg.module:Name"`, imported when the PPOConfig is built."""
 
 
-class _Section(BaseModel):
+class _Section(RefuseBoolsForNumbers):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True, allow_inf_nan=False)
 
     RLLIB_CALL: ClassVar[str | None] = None
@@ -394,7 +396,7 @@ class EvaluationConfig(_Section):
     """Run evaluation while the next training step runs."""
 
 
-class RaytrainConfig(BaseModel):
+class RaytrainConfig(RefuseBoolsForNumbers):
     """A raytrain train config: `raytrain train FILE`."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)

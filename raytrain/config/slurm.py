@@ -6,9 +6,10 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from raytrain.config.cluster import AbsolutePath, _has_control, check_env
+from raytrain.config.yaml_bools import RefuseBoolsForNumbers
 
 # Values below end up in `#SBATCH` lines (which sbatch parses itself) or in the batch script; each is
 # checked here for what it can mean, and quoted again where the script is assembled (raytrain.slurm.script).
@@ -47,7 +48,7 @@ def time_limit_seconds(value: str) -> int | None:
     return g["a"] * 60 + g.get("b", 0)
 
 
-class _Section(BaseModel):
+class _Section(RefuseBoolsForNumbers):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from raytrain.config.yaml_bools import RefuseBoolsForNumbers
 from raytrain.tune import TRIAL_KEY
 
 DomainSpec = dict[str, Any]
 """One distribution as plan data: `{Tune function name: its arguments}`."""
 
 
-class Section(BaseModel):
+class Section(RefuseBoolsForNumbers):
     """A sweep file or one of its sections: unknown keys refused, every float finite."""
 
     # validate_default: defaults go through the validators too (`~` in the default storage path is expanded).

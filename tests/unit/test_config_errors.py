@@ -1,6 +1,8 @@
 """Every bad input: file:line, dotted path, what is wrong, what to do."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from raytrain.config.load import load_config
 from raytrain.errors import ConfigError
@@ -371,3 +373,110 @@ def test_an_id_of_another_packages_namespace_names_the_module_id_form(write_yaml
     (msg,) = errors_of(write_yaml("environment: {env: 'gymnasium.envs:CartPol-v1'}\n"))
     assert "importing 'gymnasium.envs' registered no Gymnasium id 'CartPol-v1'; did you mean 'CartPole-v1'" in msg
     assert load_config(write_yaml("environment: {env: 'gymnasium:CartPole-v1'}\n"), []).config.environment.env
+
+
+# YAML reads yes/no, on/off and true/false as booleans, and pydantic's lax mode took a boolean for an int or a
+# float: `gamma: yes` trained with gamma 1.0 without a word.
+_BOOL_SAID = "must be a number, but YAML reads the value as {shown} (yes/no, on/off and true/false are all booleans in YAML), which would count as {n}: write the number you mean"
+
+
+def _bool_said(value: bool) -> str:
+    return _BOOL_SAID.format(shown="true" if value else "false", n=int(value))
+
+
+@pytest.mark.parametrize("text, line, path, value", [
+    ("training:\n  gamma: yes\n", 4, "training.gamma", True),
+    ("training:\n  lambda: off\n", 4, "training.lambda", False),
+    ("experiment:\n  checkpoint_frequency: on\n", 4, "experiment.checkpoint_frequency", True),
+    ("model:\n  fcnet_hiddens:\n  - 64\n  - false\n", 6, "model.fcnet_hiddens.1", False),
+    ("model:\n  fcnet_hiddens: [true, 64]\n", 4, "model.fcnet_hiddens.0", True),
+    ("stop:\n  training_iteration: yes\n", 4, "stop.training_iteration", True),
+    ("training:\n  lr: {schedule: piecewise, points: [[0, 0.1], [true, 0.2]]}\n", 4, "training.lr.points.1.0", True),
+    ("training:\n  lr: {schedule: linear, start: 0.1, end: yes, timesteps: 10}\n", 4, "training.lr.end", True),
+])
+def test_a_yaml_boolean_where_a_number_is_needed_is_an_error_not_one_or_zero(write_yaml, text, line, path, value):
+    path_ = write_yaml("environment:\n  env: CartPole-v1\n" + text)
+    assert errors_of(path_) == [f"{path_}:{line}: {path}: {_bool_said(value)}"]
+
+
+def test_a_yaml_boolean_for_a_number_by_set_is_blamed_on_the_flag(write_yaml):
+    path = write_yaml("environment:\n  env: CartPole-v1\n")
+    assert errors_of(path, ["training.lr=on"]) == [f"--set training.lr=on: training.lr: {_bool_said(True)}"]
+
+
+def _number_fields():
+    """Every field of every train section whose type takes a number and no boolean."""
+    from raytrain.config.schema import SECTIONS
+    from raytrain.config.yaml_bools import bools_for_numbers
+
+    for section, model in SECTIONS.items():
+        for name, field in model.model_fields.items():
+            if bools_for_numbers(True, field.annotation) == [()]:
+                yield section, field.alias or name
+
+
+@pytest.mark.parametrize("section, key", list(_number_fields()))
+def test_no_number_field_of_a_train_file_takes_a_yaml_boolean(write_yaml, section, key):
+    body = f"{section}:\n  {key}: yes\n"
+    path = write_yaml(body if section == "environment" else f"environment:\n  env: CartPole-v1\n{body}")
+    assert f"{section}.{key}: {_bool_said(True)}" in "\n".join(errors_of(path))
+
+
+def test_the_number_fields_found_are_the_ones_expected():
+    """The walk over the types finds the numbers (a check that the parametrized test above checks something)."""
+    found = set(_number_fields())
+    assert {("training", "gamma"), ("training", "lambda"), ("training", "lr"), ("env_runners", "num_env_runners"),
+            ("experiment", "checkpoint_frequency"), ("resources", "num_cpus_for_main_process")} <= found
+    assert ("training", "use_kl_loss") not in found and ("environment", "clip_rewards") not in found
+
+
+def test_boolean_fields_still_take_yaml_booleans(write_yaml):
+    path = write_yaml("environment:\n  env: CartPole-v1\n  clip_rewards: yes\n  normalize_actions: off\n"
+                      "training:\n  use_kl_loss: no\n")
+    cfg = load_config(path).config
+    assert cfg.environment.clip_rewards is True and cfg.training.use_kl_loss is False
+
+
+def test_a_yaml_boolean_for_a_number_in_a_cluster_slurm_or_sweep_file_is_an_error(write_yaml):
+    from raytrain.config.cluster import load_cluster
+    from raytrain.config.slurm import load_slurm
+    from raytrain.config.sweep_load import load_sweep
+
+    cluster = write_yaml("name: lab\nhead:\n  host: 10.0.0.1\n  port: on\n", "cluster.yaml")
+    with pytest.raises(ConfigError) as info:
+        load_cluster(cluster)
+    assert [str(i) for i in info.value.issues] == [f"{cluster}:4: head.port: {_bool_said(True)}"]
+    slurm = write_yaml("nodes: yes\ncpus_per_node: 4\nstorage_path: /shared/r\n", "slurm.yaml")
+    with pytest.raises(ConfigError) as info:
+        load_slurm(slurm)
+    assert [str(i) for i in info.value.issues] == [f"{slurm}:1: nodes: {_bool_said(True)}"]
+    write_yaml("environment:\n  env: CartPole-v1\n", "base.yaml")
+    sweep = write_yaml("base: base.yaml\nspace:\n  training.lr: {distribution: uniform, low: 0.001, high: yes}\n"
+                       "stop: {training_iteration: 2}\n", "sweep.yaml")
+    with pytest.raises(ConfigError) as info:
+        load_sweep(sweep, storage="skip")
+    assert f"{sweep}:3: space.training.lr.high: {_bool_said(True)}" in [str(i) for i in info.value.issues]
+
+
+_scalars = st.one_of(st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False), st.text(max_size=3), st.none())
+
+
+@given(st.lists(st.one_of(st.booleans(), st.integers(-5, 5)), max_size=6))
+def test_the_boolean_walk_flags_exactly_the_booleans_of_a_list_of_numbers(items):
+    from raytrain.config.yaml_bools import bools_for_numbers
+
+    flagged = [i for i, v in enumerate(items) if isinstance(v, bool)]
+    assert bools_for_numbers(items, list[int] | None) == [(i,) for i in flagged]
+    assert bools_for_numbers(items, list[int | bool]) == []
+
+
+@given(st.dictionaries(st.text(max_size=4), _scalars, max_size=5))
+def test_the_boolean_walk_never_flags_what_takes_anything_and_names_the_key_where_numbers_are_needed(data):
+    from typing import Any
+
+    from raytrain.config.yaml_bools import bools_for_numbers
+
+    assert bools_for_numbers(data, dict[str, Any]) == []
+    found = bools_for_numbers(data, dict[str, float])
+    if all(isinstance(v, (int, float)) for v in data.values()):
+        assert found == [(k,) for k, v in data.items() if isinstance(v, bool)]
