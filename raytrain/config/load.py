@@ -142,9 +142,13 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
         elif kind == "string_type" and isinstance(value := err.get("input"), (bool, int, float)):
             # `name: 2024` or `--set name=yes`: YAML reads a bare 2024 as a number and yes as true.
             read_as = "true/false" if isinstance(value, bool) else "a number"
-            msg = f"must be text, but YAML reads the value as {read_as} ({value!r}): put it in quotes, e.g. '2024'"
+            written = source.written.get(tuple(loc))
+            if written is not None:
+                msg = f"must be text, but YAML reads {written} as {read_as} ({value!r}): put it in quotes: '{written}'"
+            else:
+                msg = f"must be text, but YAML reads the value as {read_as} ({value!r}): put it in quotes, e.g. '2024'"
         elif kind == yaml_bools.ERROR_TYPE:
-            msg = err["msg"]  # it says what YAML read already
+            msg = yaml_bools.describe(err["ctx"]["value"], source.written.get(tuple(loc)))
         elif kind == "union_tag_invalid" or kind == "union_tag_not_found":
             msg = "a schedule needs `schedule: linear` (start, end, timesteps) or `schedule: piecewise` (points)"
         else:

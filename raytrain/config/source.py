@@ -28,6 +28,9 @@ class Source:
     data: dict[str, Any]
     origins: dict[Path_, str] = field(default_factory=dict)
     file: str | None = None
+    written: dict[Path_, str] = field(default_factory=dict)
+    """The text of each plain scalar that YAML read as a boolean or a number (`yes`, `4:00:00`), by path:
+    an error about what YAML made of it can show what was written."""
 
     def where(self, path: Sequence[str | int]) -> str | None:
         """The origin of `path`, or of its nearest ancestor that has one."""
@@ -40,8 +43,9 @@ class Source:
 
     def move(self, old: Path_, new: Path_) -> None:
         """Carry the origins of `old` and everything below it over to `new`."""
-        for p in [p for p in self.origins if p[: len(old)] == old]:
-            self.origins[new + p[len(old) :]] = self.origins.pop(p)
+        for table in (self.origins, self.written):
+            for p in [p for p in table if p[: len(old)] == old]:
+                table[new + p[len(old) :]] = table.pop(p)
 
 
 MAX_DEPTH = 100
@@ -127,11 +131,12 @@ class _Walk:
         self.loader = loader
         self.budget = budget
         self.lines: dict[Path_, int] = {}
+        self.written: dict[Path_, str] = {}
         self.duplicates: list[_Problem] = []
         self._done: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded size, expanded depth)
         self._open: set[int] = set()
 
-    def visit(self, node: yaml.Node, path: Path_) -> tuple[int, int]:
+    def visit(self, node: yaml.Node, path: Path_, key: bool = False) -> tuple[int, int]:
         known = self._done.get(id(node))
         if known is not None:
             return known
@@ -147,7 +152,7 @@ class _Walk:
                 if key_node.tag != _MERGE_TAG:
                     self.lines.setdefault(child, key_node.start_mark.line + 1)
                 for sub in (key_node, value_node):
-                    sub_size, sub_depth = self.visit(sub, child)
+                    sub_size, sub_depth = self.visit(sub, child, key=sub is key_node)
                     size, depth = size + sub_size, max(depth, sub_depth)
                 if isinstance(key_node, yaml.ScalarNode) and key_node.tag not in _KEY_TAGS:
                     self._check_duplicate(first, key_node, child)
@@ -159,7 +164,9 @@ class _Walk:
                 size, depth = size + sub_size, max(depth, sub_depth)
         elif node.tag not in _KEY_TAGS:
             try:
-                self.loader.construct_object(node)
+                value = self.loader.construct_object(node)
+                if not key and isinstance(value, (bool, int, float)) and isinstance(node, yaml.ScalarNode) and node.style is None:
+                    self.written[path] = node.value
             except yaml.YAMLError:
                 raise
             except Exception as exc:  # e.g. a timestamp with month 13: PyYAML raises a plain ValueError
@@ -210,8 +217,9 @@ def _unshare(value: Any) -> Any:
 _CONTROL = re.compile(yaml.reader.Reader.NON_PRINTABLE.pattern)
 
 
-def _load(text: str) -> tuple[Any, dict[Path_, int]]:
-    """Parse one YAML document into plain data and the line of each path.
+def _load(text: str) -> tuple[Any, dict[Path_, int], dict[Path_, str]]:
+    """Parse one YAML document into plain data, the line of each path and the text of each plain scalar
+    read as a boolean or a number.
 
     Raises:
         _Problem: everything refused, first the characters, then syntax, nesting, aliases, duplicate keys.
@@ -227,12 +235,12 @@ def _load(text: str) -> tuple[Any, dict[Path_, int]]:
     try:
         node = loader.get_single_node()
         if node is None:
-            return None, {}
+            return None, {}, {}
         walk = _Walk(loader, max(MIN_EXPANSION, EXPANSION_FACTOR * loader.nodes))
         walk.visit(node, ())
         if walk.duplicates:
             raise walk.duplicates[0] if len(walk.duplicates) == 1 else _Problems(walk.duplicates)
-        return _unshare(loader.construct_document(node)), walk.lines
+        return _unshare(loader.construct_document(node)), walk.lines, walk.written
     except yaml.MarkedYAMLError as exc:
         raise _syntax_problem(exc) from None
     except yaml.YAMLError as exc:  # PyYAML marks nearly all of its errors; this is the rest
@@ -262,7 +270,7 @@ def parse_yaml(text: str, file: str) -> Source:
             MAX_DEPTH, aliases that expand past the budget, or a key written twice in one mapping.
     """
     try:
-        data, lines = _load(text)
+        data, lines, written = _load(text)
     except (_Problem, _Problems) as exc:
         raise ConfigError(_issues(exc, lambda line: f"{file}:{line}" if line else file)) from None
     if data is None:
@@ -272,7 +280,7 @@ def parse_yaml(text: str, file: str) -> Source:
             [ConfigIssue(f"{file}:1", "", "the file must be a mapping of sections (experiment:, environment:, ...)")]
         )
     origins = {path: f"{file}:{line}" for path, line in lines.items()}
-    return Source(data=data, origins=origins, file=file)
+    return Source(data=data, origins=origins, file=file, written=written)
 
 
 def decode(raw: bytes, file: str) -> str:
@@ -308,6 +316,12 @@ def read_yaml(path: str | Path) -> Source:
 
 def parse_override(text: str) -> tuple[Path_, Any]:
     """Split `a.b=value` into (("a", "b"), value), the value parsed as YAML."""
+    path, value, _ = _parse_override(text)
+    return path, value
+
+
+def _parse_override(text: str) -> tuple[Path_, Any, str | None]:
+    """`parse_override`, and the value's text where YAML read it as a boolean or a number."""
     if "=" not in text:
         raise ConfigError(
             [ConfigIssue(f"--set {text}", "", "an override is KEY=VALUE, e.g. --set training.lr=0.001")]
@@ -317,11 +331,11 @@ def parse_override(text: str) -> tuple[Path_, Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError([ConfigIssue(f"--set {text}", key, "the key must be a dotted path like training.lr")])
     try:
-        value = _load(raw)[0] if raw.strip() else None
+        value, _, written = _load(raw) if raw.strip() else (None, {}, {})
     except (_Problem, _Problems) as exc:
         issues = _issues(exc, lambda line: None)
         raise ConfigError([ConfigIssue(f"--set {text}", key, f"the value: {i.message}") for i in issues]) from None
-    return tuple(key.split(".")), value
+    return tuple(key.split(".")), value, written.get(())
 
 
 def override_text(key: str, value: Any) -> str:
@@ -354,7 +368,7 @@ def apply_overrides(source: Source, overrides: list[str], dotted: Collection[Pat
     """
     changes = []
     for text in overrides:
-        parts, value = parse_override(text)
+        parts, value, written = _parse_override(text)
         node, i = source.data, 0
         path: Path_ = ()
         while True:
@@ -372,9 +386,12 @@ def apply_overrides(source: Source, overrides: list[str], dotted: Collection[Pat
             node = child
         old = node.get(key, _MISSING)
         node[key] = value
-        for p in [p for p in source.origins if p[: len(path)] == path]:
-            del source.origins[p]
+        for table in (source.origins, source.written):
+            for p in [p for p in table if p[: len(path)] == path]:
+                del table[p]
         source.origins[path] = f"--set {text}"
+        if written is not None:
+            source.written[path] = written
         before = "unset" if old is _MISSING else yaml.safe_dump(old, default_flow_style=True).strip().removesuffix("\n...")
         after = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("\n...")
         changes.append(f"override: {'.'.join(path)} = {after} (was {before})")

@@ -87,9 +87,12 @@ def bools_for_numbers(value: Any, tp: Any) -> list[_Where]:
     return _bools(value, tp) or []
 
 
-def _describe(value: bool) -> str:
-    return (f"must be a number, but YAML reads the value as {'true' if value else 'false'} (yes/no, on/off and "
-            f"true/false are all booleans in YAML), which would count as {int(value)}: write the number you mean")
+def describe(value: bool, written: str | None = None) -> str:
+    """The error for `value` given where a number is needed; `written`: its text in the file, if known."""
+    shown = "true" if value else "false"
+    read = f"reads {written} as {shown}" if written and written != shown else f"reads the value as {shown}"
+    return (f"must be a number, but YAML {read} (yes/no, on/off and true/false are all booleans in YAML), which "
+            f"would count as {int(value)}: write the number you mean")
 
 
 def _at(value: Any, where: _Where) -> Any:
@@ -120,5 +123,6 @@ class RefuseBoolsForNumbers(BaseModel):
             found = bools_for_numbers(value, field.annotation)
             if found:
                 where = (key, *found[0])
-                raise PydanticCustomError(ERROR_TYPE, _describe(_at(value, found[0])), {"where": where})
+                wrong = _at(value, found[0])
+                raise PydanticCustomError(ERROR_TYPE, describe(wrong), {"where": where, "value": wrong})
         return data

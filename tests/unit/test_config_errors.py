@@ -130,11 +130,29 @@ def test_an_env_import_path_to_something_that_is_no_env_is_an_error(write_yaml, 
 
 
 @pytest.mark.parametrize("written, shown", [("2024", "a number (2024)"), ("yes", "true/false (True)"), ("1.5", "a number (1.5)")])
-def test_a_text_field_given_what_yaml_reads_as_a_number_says_to_quote_it(write_yaml, written, shown):
+def test_a_text_field_given_what_yaml_reads_as_a_number_says_to_quote_what_was_written(write_yaml, written, shown):
     path = write_yaml(f"experiment:\n  name: {written}\nenvironment: {{env: CartPole-v1}}\n")
     (msg,) = errors_of(path)
-    assert msg == f"{path}:2: experiment.name: must be text, but YAML reads the value as {shown}: put it in quotes, e.g. '2024'"
+    assert msg == f"{path}:2: experiment.name: must be text, but YAML reads {written} as {shown}: put it in quotes: '{written}'"
     load_config(write_yaml(f"experiment:\n  name: '{written}'\nenvironment: {{env: CartPole-v1}}\n", "ok.yaml"))
+
+
+def test_a_slurm_time_written_without_quotes_shows_what_yaml_made_of_it(write_yaml):
+    """`4:00:00` is 14400 to YAML 1.1 (base 60), which said only `YAML reads the value as a number (14400)`."""
+    from raytrain.config.slurm import load_slurm
+
+    path = write_yaml("nodes: 2\ncpus_per_node: 4\nstorage_path: /shared/r\ntime_limit: 4:00:00\n", "slurm.yaml")
+    with pytest.raises(ConfigError) as info:
+        load_slurm(path)
+    assert [str(i) for i in info.value.issues] == [
+        f"{path}:4: time_limit: must be text, but YAML reads 4:00:00 as a number (14400): put it in quotes: '4:00:00'"]
+    assert load_slurm(write_yaml("nodes: 2\ncpus_per_node: 4\nstorage_path: /shared/r\ntime_limit: '4:00:00'\n")).time_limit == "4:00:00"
+
+
+def test_a_text_value_given_by_set_that_yaml_reads_as_a_number_shows_what_was_written(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\n")
+    assert errors_of(path, ["experiment.name=off"]) == [
+        "--set experiment.name=off: experiment.name: must be text, but YAML reads off as true/false (False): put it in quotes: 'off'"]
 
 
 def test_custom_env_class_accepted(write_yaml):
@@ -377,31 +395,33 @@ def test_an_id_of_another_packages_namespace_names_the_module_id_form(write_yaml
 
 # YAML reads yes/no, on/off and true/false as booleans, and pydantic's lax mode took a boolean for an int or a
 # float: `gamma: yes` trained with gamma 1.0 without a word.
-_BOOL_SAID = "must be a number, but YAML reads the value as {shown} (yes/no, on/off and true/false are all booleans in YAML), which would count as {n}: write the number you mean"
+_BOOL_SAID = "must be a number, but YAML {read} (yes/no, on/off and true/false are all booleans in YAML), which would count as {n}: write the number you mean"
 
 
-def _bool_said(value: bool) -> str:
-    return _BOOL_SAID.format(shown="true" if value else "false", n=int(value))
+def _bool_said(value: bool, written: str | None = None) -> str:
+    shown = "true" if value else "false"
+    read = f"reads {written} as {shown}" if written and written != shown else f"reads the value as {shown}"
+    return _BOOL_SAID.format(read=read, n=int(value))
 
 
-@pytest.mark.parametrize("text, line, path, value", [
-    ("training:\n  gamma: yes\n", 4, "training.gamma", True),
-    ("training:\n  lambda: off\n", 4, "training.lambda", False),
-    ("experiment:\n  checkpoint_frequency: on\n", 4, "experiment.checkpoint_frequency", True),
-    ("model:\n  fcnet_hiddens:\n  - 64\n  - false\n", 6, "model.fcnet_hiddens.1", False),
-    ("model:\n  fcnet_hiddens: [true, 64]\n", 4, "model.fcnet_hiddens.0", True),
-    ("stop:\n  training_iteration: yes\n", 4, "stop.training_iteration", True),
-    ("training:\n  lr: {schedule: piecewise, points: [[0, 0.1], [true, 0.2]]}\n", 4, "training.lr.points.1.0", True),
-    ("training:\n  lr: {schedule: linear, start: 0.1, end: yes, timesteps: 10}\n", 4, "training.lr.end", True),
+@pytest.mark.parametrize("text, line, path, value, written", [
+    ("training:\n  gamma: yes\n", 4, "training.gamma", True, "yes"),
+    ("training:\n  lambda: off\n", 4, "training.lambda", False, "off"),
+    ("experiment:\n  checkpoint_frequency: on\n", 4, "experiment.checkpoint_frequency", True, "on"),
+    ("model:\n  fcnet_hiddens:\n  - 64\n  - false\n", 6, "model.fcnet_hiddens.1", False, None),
+    ("model:\n  fcnet_hiddens: [True, 64]\n", 4, "model.fcnet_hiddens.0", True, "True"),
+    ("stop:\n  training_iteration: yes\n", 4, "stop.training_iteration", True, "yes"),
+    ("training:\n  lr: {schedule: piecewise, points: [[0, 0.1], [true, 0.2]]}\n", 4, "training.lr.points.1.0", True, None),
+    ("training:\n  lr: {schedule: linear, start: 0.1, end: yes, timesteps: 10}\n", 4, "training.lr.end", True, "yes"),
 ])
-def test_a_yaml_boolean_where_a_number_is_needed_is_an_error_not_one_or_zero(write_yaml, text, line, path, value):
+def test_a_yaml_boolean_where_a_number_is_needed_is_an_error_not_one_or_zero(write_yaml, text, line, path, value, written):
     path_ = write_yaml("environment:\n  env: CartPole-v1\n" + text)
-    assert errors_of(path_) == [f"{path_}:{line}: {path}: {_bool_said(value)}"]
+    assert errors_of(path_) == [f"{path_}:{line}: {path}: {_bool_said(value, written)}"]
 
 
 def test_a_yaml_boolean_for_a_number_by_set_is_blamed_on_the_flag(write_yaml):
     path = write_yaml("environment:\n  env: CartPole-v1\n")
-    assert errors_of(path, ["training.lr=on"]) == [f"--set training.lr=on: training.lr: {_bool_said(True)}"]
+    assert errors_of(path, ["training.lr=on"]) == [f"--set training.lr=on: training.lr: {_bool_said(True, 'on')}"]
 
 
 def _number_fields():
@@ -419,7 +439,7 @@ def _number_fields():
 def test_no_number_field_of_a_train_file_takes_a_yaml_boolean(write_yaml, section, key):
     body = f"{section}:\n  {key}: yes\n"
     path = write_yaml(body if section == "environment" else f"environment:\n  env: CartPole-v1\n{body}")
-    assert f"{section}.{key}: {_bool_said(True)}" in "\n".join(errors_of(path))
+    assert f"{section}.{key}: {_bool_said(True, 'yes')}" in "\n".join(errors_of(path))
 
 
 def test_the_number_fields_found_are_the_ones_expected():
@@ -445,17 +465,17 @@ def test_a_yaml_boolean_for_a_number_in_a_cluster_slurm_or_sweep_file_is_an_erro
     cluster = write_yaml("name: lab\nhead:\n  host: 10.0.0.1\n  port: on\n", "cluster.yaml")
     with pytest.raises(ConfigError) as info:
         load_cluster(cluster)
-    assert [str(i) for i in info.value.issues] == [f"{cluster}:4: head.port: {_bool_said(True)}"]
+    assert [str(i) for i in info.value.issues] == [f"{cluster}:4: head.port: {_bool_said(True, 'on')}"]
     slurm = write_yaml("nodes: yes\ncpus_per_node: 4\nstorage_path: /shared/r\n", "slurm.yaml")
     with pytest.raises(ConfigError) as info:
         load_slurm(slurm)
-    assert [str(i) for i in info.value.issues] == [f"{slurm}:1: nodes: {_bool_said(True)}"]
+    assert [str(i) for i in info.value.issues] == [f"{slurm}:1: nodes: {_bool_said(True, 'yes')}"]
     write_yaml("environment:\n  env: CartPole-v1\n", "base.yaml")
     sweep = write_yaml("base: base.yaml\nspace:\n  training.lr: {distribution: uniform, low: 0.001, high: yes}\n"
                        "stop: {training_iteration: 2}\n", "sweep.yaml")
     with pytest.raises(ConfigError) as info:
         load_sweep(sweep, storage="skip")
-    assert f"{sweep}:3: space.training.lr.high: {_bool_said(True)}" in [str(i) for i in info.value.issues]
+    assert f"{sweep}:3: space.training.lr.high: {_bool_said(True, 'yes')}" in [str(i) for i in info.value.issues]
 
 
 _scalars = st.one_of(st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False), st.text(max_size=3), st.none())

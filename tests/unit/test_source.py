@@ -238,3 +238,14 @@ def test_a_flags_text_value_reaches_the_config_as_the_same_text(value):
 @given(st.one_of(st.text(), st.integers(), st.floats(allow_nan=False), st.booleans(), st.none()))
 def test_any_flag_value_round_trips_through_its_override_text(value):
     assert parse_override(override_text("checkpoint.storage_path", value)) == (("checkpoint", "storage_path"), value)
+
+
+def test_the_text_of_plain_scalars_yaml_read_as_booleans_or_numbers_is_kept_by_path():
+    """For messages about what YAML made of a value (`4:00:00` is 14400): values only, never keys; quoted and
+    text scalars are not kept; an override replaces what the file wrote below its path."""
+    source = parse_yaml("a: {on: yes, t: 4:00:00, q: '5', s: text}\nb: [1.0e-3, off]\n1: x\n", "f.yaml")
+    assert source.written == {("a", "on"): "yes", ("a", "t"): "4:00:00", ("b", "0"): "1.0e-3", ("b", "1"): "off"}
+    apply_overrides(source, ["a=No", "c.d=0x10"])
+    assert source.written == {("b", "0"): "1.0e-3", ("b", "1"): "off", ("a",): "No", ("c", "d"): "0x10"}
+    source.move(("b",), ("e",))
+    assert ("e", "1") in source.written and ("b", "1") not in source.written
