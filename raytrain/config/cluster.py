@@ -510,6 +510,7 @@ class ClusterConfig(RefuseBoolsForNumbers):
                 out.append((where[id(node)] + (field,), f"{node.node_name} has the same address as {seen[key]} "
                             f"({node.ip}): every node needs its own (`address:`)"))
             seen.setdefault(key, node.node_name)
+        out += self._unreachable_addresses(where)
         low, high = self.ports.worker_range
         pinned = "" if self.ports.min_worker_port or self.ports.max_worker_port else " (Ray's default)"
         for node in self.nodes:
@@ -527,6 +528,38 @@ class ClusterConfig(RefuseBoolsForNumbers):
         for at, message in out:  # a shared `ports:` key collides on every node: report it once
             first.setdefault(at, message)
         return list(first.items())
+
+    def _unreachable_addresses(self, where: dict[int, tuple[str | int, ...]]) -> list[tuple[tuple[str | int, ...], str]]:
+        """Node addresses no other node can use: `ray start --node-ip-address` takes them, and the cluster fails
+        midway through `up` (a worker's `ray start --address 0.0.0.0:6379` reaches the worker itself)."""
+        out: list[tuple[tuple[str | int, ...], str]] = []
+        addresses = {id(n): ip_address(n.ip) for n in self.nodes}
+        all_loopback = all(a is not None and a.is_loopback for a in addresses.values())
+        for node in self.nodes:
+            address = addresses[id(node)]
+            if address is None:  # a hostname: resolved on the nodes
+                continue
+            field = "address" if node.address else "host"
+            if address.is_unspecified:
+                what = "the unspecified address (to a listening socket it means every interface)"
+            elif address.is_multicast:
+                what = "a multicast address"
+            elif address.version == 4 and address.is_reserved:
+                what = "a reserved address" if address != ipaddress.IPv4Address("255.255.255.255") else "the broadcast address"
+            elif address.is_loopback and not all_loopback:
+                if node.local and not node.address:
+                    out.append((where[id(node)] + ("address",), (
+                        f"this machine's only address is the loopback {node.ip} (it has no route out), which the other "
+                        f"nodes cannot reach: set `address:` to {node.node_name}'s address on the network the nodes share")))
+                    continue
+                what = "a loopback address (each machine has it for itself)"
+            else:
+                continue
+            who = "the node" if node.node_name == node.ip else node.node_name
+            out.append((where[id(node)] + (field,), (
+                f"{node.ip} is {what}, not one at which other machines reach {who}: give {who}'s address on the "
+                "network the nodes share (e.g. 192.168.1.10)")))
+        return out
 
     def node_ports(self, node: NodeConfig) -> dict[str, int]:
         """The fixed ports `ray start` binds on `node`, by dotted field name."""

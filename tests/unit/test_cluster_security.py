@@ -355,6 +355,48 @@ def test_ports_and_addresses_collide(write_yaml, text, expected):
     assert expected in refused(write_yaml, f"name: x\n{text}\n")
 
 
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("head: {host: m10, address: 127.0.0.1}\nworkers: [{host: m8, address: 10.0.0.8}]",
+         "c.yaml:2: head.address: 127.0.0.1 is a loopback address (each machine has it for itself), not one at which "
+         "other machines reach m10: give m10's address on the network the nodes share (e.g. 192.168.1.10)"),
+        ("head: {host: m10, address: 10.0.0.1}\nworkers: [{host: m8, address: '::1'}]",
+         "c.yaml:3: workers.0.address: ::1 is a loopback address"),
+        ("head: {host: 0.0.0.0}", "c.yaml:2: head.host: 0.0.0.0 is the unspecified address (to a listening socket it "
+         "means every interface), not one at which other machines reach the node: give the node's address"),
+        ("head: {host: m10, address: '::'}", "head.address: :: is the unspecified address"),
+        ("head: {host: m10, address: 224.0.0.1}", "head.address: 224.0.0.1 is a multicast address"),
+        ("head: {host: m10, address: 'ff02::1'}", "head.address: ff02::1 is a multicast address"),
+        ("head: {host: m10, address: 255.255.255.255}", "head.address: 255.255.255.255 is the broadcast address"),
+        ("head: {host: m10, address: 240.0.0.9}", "head.address: 240.0.0.9 is a reserved address"),
+    ],
+)
+def test_a_node_address_other_machines_cannot_reach_it_at_is_refused(write_yaml, text, expected):
+    """`ray start --node-ip-address` took these, and the cluster failed midway through `up` (a worker's
+    `ray start --address 127.0.0.1:6379` looks for the head on the worker itself)."""
+    assert expected in refused(write_yaml, f"name: x\n{text}\n")
+
+
+@given(st.ip_addresses())
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_node_address_is_judged_by_meaning(write_yaml, address):
+    """Every IP a worker may be given: refused exactly where no other machine could reach it there."""
+    text = f"name: x\nhead: {{host: m10, address: '10.9.9.9'}}\nworkers: [{{host: m8, address: '{address}'}}]\n"
+    unreachable = (address.is_unspecified or address.is_multicast or address.is_loopback
+                   or (address.version == 4 and address.is_reserved))
+    if unreachable:
+        assert f"c.yaml:3: workers.0.address: {address} is " in refused(write_yaml, text)
+    elif str(address) != "10.9.9.9":
+        assert load_cluster(write_yaml(text, "c.yaml")).workers[0].ip == str(address)
+
+
+def test_a_cluster_on_loopback_alone_is_one_machine_and_loads(write_yaml):
+    cfg = load_cluster(write_yaml("name: x\nhead: {host: m10, address: 127.0.0.1}\n"
+                                  "workers: [{host: m8, address: 127.0.0.2}]\n", "c.yaml"))
+    assert cfg.problems() == []
+
+
 def test_distinct_ports_pass(write_yaml):
     cfg = load_cluster(ROOT / "configs" / "cluster_lab.yaml")
     assert len(set(cfg.node_ports(cfg.head).values())) == len(cfg.node_ports(cfg.head)) == 8
