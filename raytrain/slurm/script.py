@@ -209,6 +209,25 @@ fi
 ADDRESS="$HEAD_IP:$HEAD_PORT"
 say "job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}): nodes ${NODES[*]}, head $HEAD ($ADDRESS), $CPUS CPUs per node"
 
+# Every node writes its trials' checkpoints into the job's folder, and the driver here reads them: it must be
+# one folder on a file system all nodes share, not one per node. Checked before Ray starts.
+OTHERS=()
+for node in "${NODES[@]}"; do [ "$node" = "${SLURMD_NODENAME:-}" ] || OTHERS+=("$node"); done
+if [ "${#OTHERS[@]}" -gt 0 ]; then
+    MARKER="$JOB_DIR/.raytrain_shared_check"
+    TOKEN="$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}.$RANDOM$RANDOM"
+    if ! printf %s "$TOKEN" > "$MARKER"; then
+        say "cannot write in the job's folder $JOB_DIR"; exit 1
+    fi
+    srun --nodes="${#OTHERS[@]}" --ntasks="${#OTHERS[@]}" --ntasks-per-node=1 --kill-on-bad-exit=0 \
+        --nodelist="$(IFS=,; echo "${OTHERS[*]}")" "$PYTHON" -m raytrain.slurm.wait --shared "$MARKER" "$TOKEN"
+    SHARED=$?
+    rm -f "$MARKER"
+    if [ "$SHARED" != 0 ]; then
+        say "the job's folder is not shared by every node (see the lines above): nothing was started"; exit 1
+    fi
+fi
+
 srun --nodes=1 --ntasks=1 --nodelist="$HEAD" \
     "$RAY" start --head --block --node-ip-address="$HEAD_IP" --port="$HEAD_PORT" --num-cpus="$CPUS" \
     --num-gpus="$NUM_GPUS" --include-dashboard=false --disable-usage-stats &

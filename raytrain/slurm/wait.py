@@ -1,5 +1,8 @@
 """Run inside a batch job: wait until a Ray node is alive on every node of the allocation, or fail naming the
-missing ones. `python -m raytrain.slurm.wait --address HEAD:PORT --timeout S -- NODE...`"""
+missing ones. `python -m raytrain.slurm.wait --address HEAD:PORT --timeout S -- NODE...`
+
+`--shared MARKER TOKEN`, on each other node before Ray starts: whether the job's folder there is the one the
+batch shell wrote MARKER in (holding TOKEN), i.e. on a file system every node shares."""
 
 from __future__ import annotations
 
@@ -24,9 +27,23 @@ def missing_nodes(wanted: list[str], alive: set[str]) -> list[str]:
     return [n for n in wanted if n.split(".")[0] not in alive]
 
 
+def shared_problem(marker: str, token: str) -> str | None:
+    """None when `marker` holds `token` here; else what this node sees instead."""
+    try:
+        with open(marker) as f:
+            seen = f.read()
+    except FileNotFoundError:
+        return "is not there"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None if seen == token else "holds another job's token"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m raytrain.slurm.wait")
     parser.add_argument("--this-ip", action="store_true", help="Print this node's address for Ray and exit.")
+    parser.add_argument("--shared", nargs=2, metavar=("MARKER", "TOKEN"),
+                        help="Exit 1, saying so, unless MARKER holds TOKEN on this node.")
     parser.add_argument("--address")
     parser.add_argument("--timeout", type=float)
     parser.add_argument("nodes", nargs="*")
@@ -36,6 +53,20 @@ def main(argv: list[str] | None = None) -> int:
 
         print(this_machine_ip())
         return 0
+    if args.shared:
+        import os
+        import socket
+
+        marker, token = args.shared
+        problem = shared_problem(marker, token)
+        if problem is None:
+            return 0
+        folder = os.path.dirname(marker)
+        print(f"raytrain: {socket.gethostname()}: the job's folder {folder} is not the one the batch script runs in "
+              f"(a marker it wrote there {problem}): storage_path must be on a file system every node mounts at the "
+              "same path (NFS, Lustre, ...), or each node keeps its own checkpoints, which the others and a resumed "
+              "job cannot read", file=sys.stderr, flush=True)
+        return 1
     if not (args.address and args.timeout and args.nodes):
         parser.error("give --address, --timeout and the node names")
     started = time.monotonic()

@@ -207,6 +207,37 @@ def test_bad_slurm_file_exits_2_and_submits_nothing(lab, sweep, tmp_path):
     assert not results.exists()
 
 
+def test_a_job_folder_that_not_every_node_shares_ends_the_job_before_ray_starts(lab, sweep, tmp_path):
+    """storage_path on a disk of each node's own (here: n2 and n3 see an empty folder of their own there) would
+    leave each node its checkpoints, which the driver, PBT and a resumed job cannot read. The job says which
+    nodes, and ends before any Ray starts."""
+    path, slurm, results = sweep("name: unshared\nsearch: {algorithm: random, num_samples: 1, seed: 0}\n", stop=1)
+    shared = results.parent
+    shared.mkdir(parents=True, exist_ok=True)
+    own = {n: tmp_path / f"own_{n}" for n in ("n2", "n3")}
+    mounted = []
+    try:
+        for n, folder in own.items():
+            folder.mkdir()
+            res = lab.on(n, f"mount --bind {folder} {shared}")
+            assert res.returncode == 0, res.stderr
+            mounted.append(n)
+        job_id, _ = submit(lab, path, slurm)
+        info = wait_done(lab, job_id, limit_s=300)
+        log = log_of(lab, job_id)
+        assert info["state"] == "FAILED", (info, log[-3000:])
+        for n in own:
+            assert f"raytrain: {n}: the job's folder {results / 'unshared'} is not the one the batch script runs in" in log, log[-3000:]
+        assert "the job's folder is not shared by every node (see the lines above): nothing was started" in log
+        assert "Ray runtime started" not in log and "Ray is alive" not in log, log[-3000:]
+        assert not (results / "unshared" / ".raytrain_shared_check").exists()
+        assert not any(p.name.startswith("trial") or p.name.startswith("experiment_state") for p in (results / "unshared").iterdir())
+        no_ray_left(lab)
+    finally:
+        for n in mounted:
+            lab.on(n, f"umount {shared}")
+
+
 def test_a_worker_node_that_dies_mid_sweep_loses_nothing(lab, sweep):
     """A worker node powered off mid-sweep (its slurmd, Ray and trial die with it): the job keeps running on the
     others, Tune retries the lost trial there from its last checkpoint, every trial finishes, none restarts."""

@@ -167,7 +167,9 @@ def test_a_failed_worker_node_ends_only_its_own_step(files):
     assert result.exit_code == 0, result.output
     assert "#SBATCH --no-kill" in result.stdout
     steps = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("srun ")]
-    assert steps == ['srun --nodes=1 --ntasks=1 --nodelist="$HEAD" \\',
+    # The first step checks that every node shares the job's folder (it ends before Ray starts).
+    assert steps == ['srun --nodes="${#OTHERS[@]}" --ntasks="${#OTHERS[@]}" --ntasks-per-node=1 --kill-on-bad-exit=0 \\',
+                     'srun --nodes=1 --ntasks=1 --nodelist="$HEAD" \\',
                      'srun --nodes=1 --ntasks=1 --nodelist="$node" \\'], steps
     assert 'for node in "${WORKERS[@]}"; do' in result.stdout
     # Without retries a trial on a lost node would end in error: the submission says so.
@@ -441,3 +443,27 @@ def test_an_env_module_only_here_needs_workdir_here(files, command, monkeypatch)
     result = runner.invoke(app, [command, target, "--slurm", str(slurm(f"nodes: 1\nworkdir: {here}\n")), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert f"WORKDIR={here}" in result.stdout
+
+
+def test_the_shared_folder_check_of_a_node_says_what_it_saw(tmp_path, capsys):
+    """Run on every other node of a job before Ray starts: the batch shell's marker must be there, with its token."""
+    from raytrain.slurm.wait import main
+
+    marker = tmp_path / ".raytrain_shared_check"
+    marker.write_text("41.0.123")
+    assert main(["--shared", str(marker), "41.0.123"]) == 0
+    assert main(["--shared", str(marker), "42.0.9"]) == 1
+    assert "a marker it wrote there holds another job's token" in capsys.readouterr().err
+    marker.unlink()
+    assert main(["--shared", str(marker), "41.0.123"]) == 1
+    said = capsys.readouterr().err
+    assert f"the job's folder {tmp_path} is not the one the batch script runs in (a marker it wrote there is not there)" in said
+    assert "storage_path must be on a file system every node mounts at the same path" in said
+
+
+def test_the_script_checks_the_folder_is_shared_before_ray_starts(files):
+    from raytrain.slurm.script import BODY
+
+    check = BODY.index('"$PYTHON" -m raytrain.slurm.wait --shared "$MARKER" "$TOKEN"')
+    assert check < BODY.index('"$RAY" start --head')
+    assert BODY.index('rm -f "$MARKER"') > check
