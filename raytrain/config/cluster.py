@@ -594,7 +594,10 @@ class ClusterConfig(RefuseBoolsForNumbers):
 
     @property
     def address(self) -> str:
-        return f"{self.head.ip}:{self.head.port}"
+        # Ray's form: an IPv6 address in brackets (its parse_address finds no port in `2001:db8::1:6379`).
+        ip = self.head.ip
+        host = f"[{ip}]" if isinstance(ip_address(ip), ipaddress.IPv6Address) else ip
+        return f"{host}:{self.head.port}"
 
     @property
     def token_path(self) -> str:

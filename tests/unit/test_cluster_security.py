@@ -628,3 +628,20 @@ def test_hostile_values_are_refused_or_quoted(fuzz_dir, strings, free, always, k
     mkdirs = [c for c in calls if c[0] == "mkdir"]
     assert ["mkdir", "-p", cfg.storage.path] in mkdirs and ["mkdir", "-p", cfg.storage.mount_point] in mkdirs
     assert ["findmnt", "-n", "-o", "SOURCE,FSTYPE", "--mountpoint", cfg.storage.mount_point] in calls
+
+
+@pytest.mark.parametrize("head, address", [
+    ("{host: m10, address: '2001:db8::10', port: 6333}", "[2001:db8::10]:6333"),
+    ("{host: '2001:db8::10'}", "[2001:db8::10]:6379"),
+    ("{host: m10, address: 192.168.1.10}", "192.168.1.10:6379"),
+    ("{host: m10}", "m10:6379"),
+])
+def test_the_cluster_address_is_in_the_form_ray_reads(write_yaml, head, address):
+    """`2001:db8::10:6333` was given to `ray start --address` and as RAY_ADDRESS: Ray finds no port in it, and a
+    worker's `ray start` failed midway through `up`. An IPv6 head is written in brackets, as Ray writes it."""
+    from ray._common.network_utils import parse_address
+
+    cfg = load_cluster(write_yaml(f"name: x\nhead: {head}\nworkers: [{{host: m8, address: '2001:db8::8'}}]\n", "c.yaml"))
+    assert cfg.address == address
+    assert parse_address(cfg.address) == (cfg.head.ip, str(cfg.head.port))
+    assert f"--address={address}" in plan.start_worker(cfg, cfg.workers[0])
