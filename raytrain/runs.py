@@ -244,6 +244,12 @@ class RunFolder:
                 f"{path} is a checkpoint, not a run folder; resume its run: --resume {folder.path.parent.parent}"
             )
         if not (folder.path / "config.yaml").is_file():
+            runs = run_folder_names(folder.path) if folder.path.is_dir() else []
+            if runs:
+                raise UsageError(
+                    f"{path} is the folder of {len(runs)} run{'s' if len(runs) > 1 else ''} of one experiment, not a run "
+                    f"folder; give one of them, e.g. the latest: --resume {folder.path / runs[-1]}"
+                )
             raise UsageError(
                 f"{path} is not a raytrain run folder (no config.yaml in {folder.path}); give the folder "
                 "`raytrain train` printed, storage_path/<name>/<timestamp>"

@@ -574,3 +574,18 @@ def test_a_run_marked_running_on_another_machine_gets_a_warning_not_a_refusal(tm
     assert warning == (f"warning: {tmp_path / 'a' / 'run.json'} says the run trains on w7.lab (pid 123, since "
                        "2026-01-01 00:00:00); if it still does, stop it first: two runs in one folder overwrite each "
                        "other's checkpoints")
+
+
+def test_resuming_an_experiment_folder_names_its_latest_run(tmp_path):
+    """`--resume storage_path/<name>` (the folder above the runs) said only "not a raytrain run folder"."""
+    from raytrain.runs import RunFolder
+
+    for stamp in ("2026-11-27_10-00-00", "2026-11-27_11-00-00", "2026-11-27_11-00-00_1"):
+        (tmp_path / stamp).mkdir()
+        (tmp_path / stamp / "config.yaml").write_text("{}\n")
+    with pytest.raises(UsageError) as info:
+        RunFolder.open(tmp_path)
+    assert str(info.value) == (f"{tmp_path} is the folder of 3 runs of one experiment, not a run folder; give one of "
+                               f"them, e.g. the latest: --resume {tmp_path / '2026-11-27_11-00-00_1'}")
+    with pytest.raises(UsageError, match="is not a raytrain run folder"):
+        RunFolder.open(tmp_path / "2026-11-27_10-00-00" / "checkpoints")
