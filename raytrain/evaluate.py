@@ -13,7 +13,7 @@ from raytrain.config.load import load_config, load_source
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source, override_text
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
-from raytrain.runs import STATE_FILE, RunFolder, absolute, run_folder_names
+from raytrain.runs import STATE_FILE, RunFolder, absolute, runs_held
 from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, file_given_for_results, newest, some_of
 
 if TYPE_CHECKING:
@@ -95,12 +95,8 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         raise UsageError(f"{path} does not exist")
     if p.is_file() and (given := file_given_for_results(p, "raytrain eval")):
         raise UsageError(given)
-    runs = run_folder_names(p) if p.is_dir() else []
-    if runs:
-        # storage_path/<experiment.name>/: every `raytrain train` of that name made a run folder here.
-        raise UsageError(f"{path} holds {len(runs)} run folder{'s' if len(runs) > 1 else ''} of `raytrain train` "
-                         f"({'..., ' if len(runs) > 3 else ''}{', '.join(runs[-3:])}): give one, the latest being "
-                         f"`raytrain eval {Path(path) / runs[-1]}`")
+    if held := runs_held(path, "raytrain eval"):
+        raise UsageError(held)
     if found := experiments_in(p):
         # storage_path itself: one level above what eval takes.
         shown = [f"{e.name} ({e.what})" for e in found]

@@ -206,6 +206,18 @@ def run_folder_names(experiment: Path) -> list[str]:
     return sorted(d.name for d in experiment.iterdir() if (d / "config.yaml").is_file())
 
 
+def runs_held(path: str | Path, command: str) -> str | None:
+    """The error for an experiment folder (storage_path/<experiment.name>, every `raytrain train` of that name
+    made a run folder in it) given where `command` takes one run folder; None when `path` holds no runs."""
+    p = absolute(path)
+    runs = run_folder_names(p) if p.is_dir() else []
+    if not runs:
+        return None
+    return (f"{path} holds {len(runs)} run folder{'s' if len(runs) > 1 else ''} of `raytrain train` "
+            f"({'..., ' if len(runs) > 3 else ''}{', '.join(runs[-3:])}): give one, the latest being "
+            f"`{command} {Path(path) / runs[-1]}`")
+
+
 class RunFolder:
     """One run's folder on disk."""
 
@@ -244,12 +256,8 @@ class RunFolder:
                 f"{path} is a checkpoint, not a run folder; resume its run: --resume {folder.path.parent.parent}"
             )
         if not (folder.path / "config.yaml").is_file():
-            runs = run_folder_names(folder.path) if folder.path.is_dir() else []
-            if runs:
-                raise UsageError(
-                    f"{path} is the folder of {len(runs)} run{'s' if len(runs) > 1 else ''} of one experiment, not a run "
-                    f"folder; give one of them, e.g. the latest: --resume {folder.path / runs[-1]}"
-                )
+            if held := runs_held(path, "raytrain train --resume"):
+                raise UsageError(held)
             raise UsageError(
                 f"{path} is not a raytrain run folder (no config.yaml in {folder.path}); give the folder "
                 "`raytrain train` printed, storage_path/<name>/<timestamp>"

@@ -585,7 +585,8 @@ def test_resuming_an_experiment_folder_names_its_latest_run(tmp_path):
         (tmp_path / stamp / "config.yaml").write_text("{}\n")
     with pytest.raises(UsageError) as info:
         RunFolder.open(tmp_path)
-    assert str(info.value) == (f"{tmp_path} is the folder of 3 runs of one experiment, not a run folder; give one of "
-                               f"them, e.g. the latest: --resume {tmp_path / '2026-11-27_11-00-00_1'}")
+    assert str(info.value) == (f"{tmp_path} holds 3 run folders of `raytrain train` (2026-11-27_10-00-00, "
+                               "2026-11-27_11-00-00, 2026-11-27_11-00-00_1): give one, the latest being "
+                               f"`raytrain train --resume {tmp_path / '2026-11-27_11-00-00_1'}`")
     with pytest.raises(UsageError, match="is not a raytrain run folder"):
         RunFolder.open(tmp_path / "2026-11-27_10-00-00" / "checkpoints")
