@@ -145,6 +145,11 @@ def prepare(
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
+    if folder is None or checkpoint is None:  # a resumed run's env made the network it saved
+        from raytrain.rllib.fit import observation_issue
+
+        if (unfit := observation_issue(cfg, loaded.source)) is not None:
+            raise ConfigError([unfit])
     if ray_address(address) is None:  # a local Ray: its CPUs are known before it starts
         from raytrain.training import check_train_cpus
 

@@ -89,6 +89,10 @@ def _check_train(path: str, overrides: list[str], rllib: bool) -> CheckedFile:
             build_ppo_config(loaded.config).validate()
         except Exception as exc:  # RLlib raises ValueError and friends
             raise ConfigError([ConfigIssue(path, "", f"RLlib rejects the config: {exc}")]) from None
+        from raytrain.rllib.fit import observation_issue
+
+        if (unfit := observation_issue(loaded.config, loaded.source)) is not None:
+            raise ConfigError([unfit])
     return CheckedFile(path, "train", "", loaded, loaded.notices + loaded.warnings,
                        "the schema" + (" and RLlib's validation" if rllib else ""))
 

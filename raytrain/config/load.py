@@ -212,8 +212,15 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
         if inspect.isbuiltin(obj) or isinstance(obj, type) and not issubclass(obj, gymnasium.Env):
             what = "a built-in function" if inspect.isbuiltin(obj) else "a class that is not a gymnasium.Env"
             return [ConfigIssue(where, "environment.env", (
-                f"{env} is {what}, not a gymnasium.Env class or a Python function that makes one: name the env's class "
+                f"{env} is {what}, not a gymnasium.Env class: name the env's class "
                 "'pkg.module:Class' (a subclass of gymnasium.Env)"))]
+        if not isinstance(obj, type):
+            what = "a function" if inspect.isfunction(obj) else f"a {type(obj).__name__} object"
+            return [ConfigIssue(where, "environment.env", (
+                f"{env} is {what}, not a class: RLlib makes a custom env from a class only (a function it refuses "
+                f"once Ray has started). Name a class, e.g. one that wraps what {attr} makes: `class "
+                f"{attr[:1].upper() + attr[1:]}Env(gymnasium.Wrapper):` with `def __init__(self, config=None): "
+                f"super().__init__({attr}(config))`"))]
         if (takes := _takes_no_config(obj)) is not None:
             init = "its __init__" if isinstance(obj, type) else "it"
             return [ConfigIssue(where, "environment.env", (

@@ -51,21 +51,79 @@ def _saved_shapes(checkpoint: Path) -> dict[str, tuple[int, ...]] | None:
     return {key: tuple(np.shape(value)) for key, value in state.items()} if isinstance(state, dict) else None
 
 
-def _built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:
-    """The shapes of the network `cfg` builds, or None when its env cannot be made here (RLlib says why later)."""
+def _make_env(config: Any) -> Any:
+    """One env as RLlib's env runners make it from the PPOConfig `config`, or None when it cannot be made here
+    (the env's own errors: RLlib reports them when it makes the env)."""
     import gymnasium
     from ray.rllib.env.env_context import EnvContext
+
+    maker: Any = config.env  # an id for gymnasium.make, or the env's class (an import path resolved)
+    try:
+        if callable(maker):
+            return maker(EnvContext(dict(config.env_config), worker_index=0))
+        return gymnasium.make(maker, **config.env_config)
+    except Exception:
+        return None
+
+
+def observation_problem(cfg: RaytrainConfig) -> str | None:
+    """Why PPO's default network cannot take the env's observations, else None.
+
+    RLlib's encoders take a Box of one dimension (a vector: an MLP) or three (an image: a CNN). Any other
+    observation space (a Dict, a Tuple, a Discrete, a 2D Box) failed in every env runner and learner once Ray
+    had started, with a page of tracebacks per actor. PPO's catalog, which RLlib's build asks, is asked here with
+    one env made in this process (the env's make time; the catalog builds no network).
+    """
+    from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 
     from raytrain.rllib.translate import build_ppo_config
 
     config = build_ppo_config(cfg)
-    maker: Any = config.env  # an id for gymnasium.make, or the env's class (an import path resolved)
+    env = _make_env(config)
+    if env is None:
+        return None
     try:
-        if callable(maker):
-            env = maker(EnvContext(dict(config.env_config), worker_index=0))
-        else:
-            env = gymnasium.make(maker, **config.env_config)
-    except Exception:  # the env's own errors: RLlib reports them when it makes the env
+        space = env.observation_space
+        PPOCatalog(space, env.action_space, dict(config.model_config))
+    except ValueError:
+        return (f"the env's observation space {space} has no network of PPO's: RLlib's encoders take a Box of one "
+                f"dimension (a vector) or three (an image). {_flatten_hint(cfg.environment.env)} (a Discrete becomes "
+                "one-hot, a Dict or Tuple one vector)")
+    except Exception:  # anything else: RLlib's build reports it as it does now
+        return None
+    finally:
+        env.close()
+    return None
+
+
+def observation_issue(cfg: RaytrainConfig, source: Source) -> ConfigIssue | None:
+    """`observation_problem` at `environment.env` of `source`."""
+    problem = observation_problem(cfg)
+    return None if problem is None else ConfigIssue(source.where(("environment", "env")), "environment.env", problem)
+
+
+def _flatten_hint(env: str) -> str:
+    """How to flatten the observations of `env` (a Gymnasium id, or `pkg.module:Class`) where it is made: a
+    class, since RLlib makes a custom env from a class only."""
+    from raytrain.imports import gym_module_id
+
+    wrapper = "gymnasium.wrappers.FlattenObservation"
+    if ":" in env and gym_module_id(env) is None:  # the user's own class
+        module, _, name = env.partition(":")
+        made, where = f"{name}(config)", f"in {module.replace('.', '/')}.py"
+    else:
+        module, made, where = "my_envs", f"gymnasium.make({env!r}, **(config or {{}}))", "in a module of your own, my_envs.py"
+    return (f"Flatten them where the env is made, {where}: `class Flat({wrapper}):` with `def __init__(self, "
+            f"config=None): super().__init__({made})`, and `env: '{module}:Flat'`")
+
+
+def _built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:
+    """The shapes of the network `cfg` builds, or None when its env cannot be made here (RLlib says why later)."""
+    from raytrain.rllib.translate import build_ppo_config
+
+    config = build_ppo_config(cfg)
+    env = _make_env(config)
+    if env is None:
         return None
     # RLlib's own build warns that it makes a deprecated RLModuleConfig (through Ray's deprecation logger).
     loggers = [logging.getLogger(name) for name in ("ray._common.deprecation", "ray.rllib")]

@@ -213,6 +213,10 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
         build_ppo_config(loaded.config).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
+    from raytrain.rllib.fit import observation_issue
+
+    if (unfit := observation_issue(loaded.config, loaded.source)) is not None:
+        raise ConfigError([unfit])
     check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file))
     _check_workdir(cfg, slurm_file, run_dir, user_paths(loaded.config.environment.env))
     _check_folder(run_dir)

@@ -193,6 +193,10 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
     if problem:
         what = "the train config" if loaded.sweep.base is None else f"the base config {loaded.base.source.file}"
         return [ConfigIssue(loaded.source.file, "", f"RLlib rejects {what} (with the sweep's `set:` and `stop:`): {problem}")]
+    from raytrain.rllib.fit import observation_issue
+
+    if (unfit := observation_issue(loaded.base.config, loaded.base.source)) is not None:
+        return [unfit]
 
     def rejected(trial: RaytrainConfig) -> str | None:
         found = _rllib_problem(trial)

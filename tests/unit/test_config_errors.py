@@ -104,7 +104,6 @@ def test_custom_env_import_path_checked(write_yaml):
     ("import gymnasium\nclass Walk(gymnasium.Env):\n    def __init__(self):\n        pass\n", "Walk() cannot be called as Walk(env_config)"),
     ("import gymnasium\nclass Walk(gymnasium.Env):\n    def __init__(self, size, render_mode):\n        pass\n",
      "Walk(size, render_mode) cannot be called as Walk(env_config)"),
-    ("def Walk():\n    return None\n", "Walk() cannot be called as Walk(env_config)"),
 ])
 def test_an_env_that_cannot_take_rllibs_env_config_is_refused_before_ray(write_yaml, tmp_path, monkeypatch, source, shown):
     """RLlib makes the env as Class(env_config) in every env runner; one that takes no such argument failed
@@ -118,8 +117,24 @@ def test_an_env_that_cannot_take_rllibs_env_config_is_refused_before_ray(write_y
     assert "one parameter for it, the others with defaults (e.g. `config=None`" in msg
 
 
+@pytest.mark.parametrize("source", ["def walk(config=None):\n    return None\n", "def walk():\n    return None\n",
+                                    "class _W:\n    def __call__(self, config=None):\n        return None\nwalk = _W()\n"])
+def test_an_env_factory_that_is_no_class_is_refused_before_ray(write_yaml, tmp_path, monkeypatch, source):
+    """RLlib makes a custom env from a class only: `env: 'walk_envs:walk'` (a function) passed the checks and
+    RLlib refused it once Ray had started ("is an invalid env specifier"), exit 1."""
+    name = f"walk_factories_{abs(hash(source))}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = write_yaml(f"environment:\n  env: '{name}:walk'\n")
+    (msg,) = errors_of(path)
+    what = "a function" if source.startswith("def") else "a _W object"
+    assert msg == (f"{path}:2: environment.env: {name}:walk is {what}, not a class: RLlib makes a custom env from a "
+                   "class only (a function it refuses once Ray has started). Name a class, e.g. one that wraps what walk "
+                   "makes: `class WalkEnv(gymnasium.Wrapper):` with `def __init__(self, config=None): super().__init__(walk(config))`")
+
+
 @pytest.mark.parametrize("env, said", [
-    ("os:system", "os:system is a built-in function, not a gymnasium.Env class or a Python function that makes one"),
+    ("os:system", "os:system is a built-in function, not a gymnasium.Env class: name the env's class"),
     ("collections:OrderedDict", "collections:OrderedDict is a class that is not a gymnasium.Env"),
 ])
 def test_an_env_import_path_to_something_that_is_no_env_is_an_error(write_yaml, env, said):
@@ -500,3 +515,95 @@ def test_the_boolean_walk_never_flags_what_takes_anything_and_names_the_key_wher
     found = bools_for_numbers(data, dict[str, float])
     if all(isinstance(v, (int, float)) for v in data.values()):
         assert found == [(k,) for k, v in data.items() if isinstance(v, bool)]
+
+
+OBS_ENVS = '''
+import gymnasium
+import numpy as np
+
+
+class _Walk(gymnasium.Env):
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        pass
+
+    def reset(self, *, seed=None, options=None):
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, True, False, {}
+
+
+class DictWalk(_Walk):
+    observation_space = gymnasium.spaces.Dict({"a": gymnasium.spaces.Box(-1, 1, (2,), np.float32), "b": gymnasium.spaces.Discrete(3)})
+
+
+class CellWalk(_Walk):
+    observation_space = gymnasium.spaces.Discrete(9)
+
+
+class GridWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(0, 1, (4, 4), np.float32)
+
+
+class ImageWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(0, 255, (42, 42, 3), np.uint8)
+
+
+class FlatWalk(gymnasium.wrappers.FlattenObservation):
+    def __init__(self, config=None):
+        super().__init__(DictWalk(config))
+'''
+
+
+@pytest.fixture
+def obs_envs(tmp_path, monkeypatch):
+    (tmp_path / "obs_walks.py").write_text(OBS_ENVS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("env, space", [
+    ("DictWalk", "Dict('a': Box(-1.0, 1.0, (2,), float32), 'b': Discrete(3))"),
+    ("CellWalk", "Discrete(9)"),
+    ("GridWalk", "Box(0.0, 1.0, (4, 4), float32)"),
+])
+def test_an_env_whose_observations_ppo_has_no_network_for_exits_2_before_ray(obs_envs, write_yaml, env, space):
+    """RLlib's encoders take a 1D or a 3D Box: any other space failed in every env runner once Ray had started,
+    a page of tracebacks per actor, exit 1. `train` and `config validate` say so at environment.env, with the fix."""
+    import ray
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    storage = obs_envs / "runs"
+    path = write_yaml(f"experiment: {{storage_path: {storage}}}\nenvironment:\n  env: 'obs_walks:{env}'\n")
+    said = (f"{path}:3: environment.env: the env's observation space {space} has no network of PPO's: RLlib's encoders "
+            "take a Box of one dimension (a vector) or three (an image). Flatten them where the env is made, in "
+            "obs_walks.py: `class Flat(gymnasium.wrappers.FlattenObservation):` with `def __init__(self, config=None): "
+            f"super().__init__({env}(config))`, and `env: 'obs_walks:Flat'` (a Discrete becomes one-hot, a Dict or "
+            "Tuple one vector)")
+    for args in (["train", str(path)], ["config", "validate", str(path)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert said in " ".join(result.output.split()), result.output
+    assert not ray.is_initialized() and not storage.exists()
+
+
+def test_the_flatten_fix_it_names_passes_and_images_and_vectors_pass(obs_envs, write_yaml):
+    from raytrain.rllib.fit import observation_problem
+
+    for env in ("FlatWalk", "ImageWalk"):
+        assert observation_problem(load_config(write_yaml(f"environment: {{env: 'obs_walks:{env}'}}\n")).config) is None
+    assert observation_problem(load_config(write_yaml("environment: {env: CartPole-v1}\n")).config) is None
+
+
+def test_a_gymnasium_id_gets_the_fix_with_gymnasium_make():
+    from raytrain.rllib.fit import _flatten_hint
+
+    assert _flatten_hint("FrozenLake-v1") == (
+        "Flatten them where the env is made, in a module of your own, my_envs.py: `class Flat(gymnasium.wrappers."
+        "FlattenObservation):` with `def __init__(self, config=None): super().__init__(gymnasium.make('FrozenLake-v1', "
+        "**(config or {})))`, and `env: 'my_envs:Flat'`")
