@@ -67,11 +67,12 @@ def _make_env(config: Any) -> Any:
 
 
 def observation_problem(cfg: RaytrainConfig) -> str | None:
-    """Why PPO's default network cannot take the env's observations, else None.
+    """Why PPO's default network cannot take the env's observations or actions, else None.
 
     RLlib's encoders take a Box of one dimension (a vector: an MLP) or three (an image: a CNN). Any other
     observation space (a Dict, a Tuple, a Discrete, a 2D Box) failed in every env runner and learner once Ray
-    had started, with a page of tracebacks per actor. PPO's catalog, which RLlib's build asks, is asked here with
+    had started, with a page of tracebacks per actor; so did an action space with no action distribution
+    (MultiBinary, a 2D Box). PPO's catalog, which RLlib's build asks, is asked here with
     one env made in this process (the env's make time; the catalog builds no network).
     """
     from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
@@ -83,16 +84,30 @@ def observation_problem(cfg: RaytrainConfig) -> str | None:
     if env is None:
         return None
     try:
-        space = env.observation_space
-        PPOCatalog(space, env.action_space, dict(config.model_config))
-    except ValueError:
-        return (f"the env's observation space {space} has no network of PPO's: RLlib's encoders take a Box of one "
-                f"dimension (a vector) or three (an image). {_flatten_hint(cfg.environment.env)} (a Discrete becomes "
-                "one-hot, a Dict or Tuple one vector)")
-    except Exception:  # anything else: RLlib's build reports it as it does now
-        return None
+        return _space_problem(cfg, env, PPOCatalog, dict(config.model_config))
     finally:
         env.close()
+
+
+def _space_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_config: dict[str, Any]) -> str | None:
+    from ray.rllib.utils.error import UnsupportedSpaceException
+
+    try:
+        catalog = catalog_class(env.observation_space, env.action_space, model_config)
+    except ValueError:
+        return (f"the env's observation space {env.observation_space} has no network of PPO's: RLlib's encoders take a "
+                f"Box of one dimension (a vector) or three (an image). {_flatten_hint(cfg.environment.env)} (a Discrete "
+                "becomes one-hot, a Dict or Tuple one vector)")
+    except Exception:  # anything else: RLlib's build reports it as it does now
+        return None
+    try:
+        catalog.get_action_dist_cls(framework="torch")
+    except (UnsupportedSpaceException, NotImplementedError, ValueError):
+        return (f"the env's action space {env.action_space} has no action distribution of PPO's: RLlib takes a "
+                "Discrete, a MultiDiscrete, a Box of one dimension, or a Tuple or Dict of these. Change the env's "
+                "action space (a MultiBinary(n) as MultiDiscrete([2] * n), a Box of more dimensions flattened to one)")
+    except Exception:
+        return None
     return None
 
 

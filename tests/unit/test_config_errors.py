@@ -551,6 +551,21 @@ class ImageWalk(_Walk):
     observation_space = gymnasium.spaces.Box(0, 255, (42, 42, 3), np.uint8)
 
 
+class SwitchWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gymnasium.spaces.MultiBinary(4)
+
+
+class PadWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gymnasium.spaces.Box(-1, 1, (2, 2), np.float32)
+
+
+class MixedWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gymnasium.spaces.Tuple([gymnasium.spaces.Discrete(2), gymnasium.spaces.Box(-1, 1, (2,), np.float32)])
+
+
 class FlatWalk(gymnasium.wrappers.FlattenObservation):
     def __init__(self, config=None):
         super().__init__(DictWalk(config))
@@ -607,3 +622,20 @@ def test_a_gymnasium_id_gets_the_fix_with_gymnasium_make():
         "Flatten them where the env is made, in a module of your own, my_envs.py: `class Flat(gymnasium.wrappers."
         "FlattenObservation):` with `def __init__(self, config=None): super().__init__(gymnasium.make('FrozenLake-v1', "
         "**(config or {})))`, and `env: 'my_envs:Flat'`")
+
+
+@pytest.mark.parametrize("env, space", [("SwitchWalk", "MultiBinary(4)"), ("PadWalk", "Box(-1.0, 1.0, (2, 2), float32)")])
+def test_an_env_whose_actions_ppo_has_no_distribution_for_exits_2_before_ray(obs_envs, write_yaml, env, space):
+    """RLlib failed at its build in every env runner and learner once Ray had started (UnsupportedSpaceException,
+    NotImplementedError)."""
+    from raytrain.rllib.fit import observation_issue
+
+    path = write_yaml(f"environment:\n  env: 'obs_walks:{env}'\n")
+    loaded = load_config(path)
+    issue = observation_issue(loaded.config, loaded.source)
+    assert str(issue) == (f"{path}:2: environment.env: the env's action space {space} has no action distribution of "
+                          "PPO's: RLlib takes a Discrete, a MultiDiscrete, a Box of one dimension, or a Tuple or Dict of "
+                          "these. Change the env's action space (a MultiBinary(n) as MultiDiscrete([2] * n), a Box of "
+                          "more dimensions flattened to one)")
+    mixed = load_config(write_yaml("environment:\n  env: 'obs_walks:MixedWalk'\n"))
+    assert observation_issue(mixed.config, mixed.source) is None
