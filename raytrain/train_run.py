@@ -131,7 +131,12 @@ def prepare(
                 ]
             )
         where = str(run_dir) if run_dir is not None else f"{base}/{STAMP_PLACEHOLDER}"
-    for line in loaded.notices + loaded.warnings:
+    from raytrain.cluster.lifecycle import storage_warning
+
+    # A new run only: a resumed one stays in its folder.
+    outside = None if folder is not None else storage_warning(cluster, loaded.config.experiment.storage_path,
+                                                              "experiment.storage_path")
+    for line in loaded.notices + loaded.warnings + ([outside] if outside else []):
         notify(line)
     cfg = loaded.config
     calls = rllib_calls(cfg)

@@ -103,7 +103,10 @@ def run(
     # Every check, the same for --dry-run and the real run, before Ray starts and before anything is written.
     loaded = load_sweep(file, overrides, storage="probe")
     moved = loaded.take_free_name()
-    say(loaded.notices + loaded.warnings + ([moved] if moved else []))
+    from raytrain.cluster.lifecycle import storage_warning
+
+    outside = storage_warning(cluster, loaded.sweep.checkpoint.storage_path, "checkpoint.storage_path")
+    say(loaded.notices + loaded.warnings + ([moved] if moved else []) + ([outside] if outside else []))
     plan_ = plan(loaded)
     check(loaded, plan_)
     from raytrain.ray_session import ray_address
@@ -183,7 +186,10 @@ def _submit(file: Path, set_: list[str] | None, cluster: Path | None, name: str 
     overrides = list(set_ or []) + _name_override(name)
     # Every config error here, before anything reaches the cluster; the storage path is the cluster's.
     loaded = load_sweep(file, overrides, storage="skip")
-    say(loaded.notices + loaded.warnings)
+    from raytrain.cluster.lifecycle import storage_warning
+
+    outside = storage_warning(cluster, loaded.sweep.checkpoint.storage_path, "checkpoint.storage_path")
+    say(loaded.notices + loaded.warnings + ([outside] if outside else []))
     from raytrain.tune.build import check, plan
 
     check(loaded, plan(loaded))

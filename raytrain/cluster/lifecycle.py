@@ -506,6 +506,22 @@ def is_local_address(ip: str) -> bool:
         return False
 
 
+def storage_warning(cluster: Path | None, storage_path: str, key: str) -> str | None:
+    """A warning when a run joined with `--cluster FILE` keeps its checkpoints outside the cluster file's shared
+    `storage.path`: a trial on another node, or a resume there, could not read them (Tune's own check stops a
+    multi-node sweep whose path is not shared, once Ray has started). None without a cluster or a storage.path."""
+    if cluster is None:
+        return None
+    from raytrain.config.cluster import load_cluster
+    from raytrain.paths import inside
+
+    shared = load_cluster(cluster).storage.path
+    if not shared or inside(shared, storage_path):
+        return None
+    return (f"warning: {key} {storage_path} is outside the shared storage.path {shared} of {cluster}: checkpoints "
+            f"written there are not where the other nodes look; to keep them on the share: --set {key}={shared}")
+
+
 def driver_env(cfg: ClusterConfig) -> dict[str, str]:
     """What a driver on this machine needs to join the cluster: address, auth mode, token path.
 

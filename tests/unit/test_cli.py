@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -248,3 +249,29 @@ def test_exit_process_ends_like_sys_exit_without_the_teardown(tmp_path, code, st
     assert done.stdout == "no newline, not flushed"
     assert done.stderr == stderr
     assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "done"
+
+
+def test_a_run_joined_with_cluster_warns_when_its_checkpoints_are_off_the_clusters_share(tmp_path, monkeypatch):
+    """`storage.path` of a cluster file is its shared checkpoint folder; a train config or sweep left at
+    ~/raytrain_results wrote elsewhere without a word (a multi-node sweep then stopped at Tune's own check)."""
+    for key in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):  # --cluster sets them for the driver
+        monkeypatch.setenv(key, "")
+    share = tmp_path / "share"
+    share.mkdir()
+    cluster = tmp_path / "lab.yaml"
+    cluster.write_text(f"name: lab\nhead: {{host: localhost}}\nstorage: {{path: {share}}}\nauth: {{mode: disabled}}\n")
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    train = ["train", str(configs / "ppo_cartpole.yaml"), "--cluster", str(cluster), "--dry-run"]
+    result = runner.invoke(app, [*train, "--set", f"experiment.storage_path={tmp_path / 'here'}"])
+    assert result.exit_code == 0, result.output
+    assert (f"warning: experiment.storage_path {tmp_path / 'here'} is outside the shared storage.path {share} of "
+            f"{cluster}: checkpoints written there are not where the other nodes look; to keep them on the share: "
+            f"--set experiment.storage_path={share}") in " ".join(result.output.split())
+    result = runner.invoke(app, [*train, "--set", f"experiment.storage_path={share / 'runs'}"])
+    assert result.exit_code == 0 and "warning: experiment.storage_path" not in result.output, result.output
+    sweep = ["tune", str(configs / "ppo_pbt.yaml"), "--cluster", str(cluster), "--dry-run"]
+    result = runner.invoke(app, [*sweep, "--set", f"checkpoint.storage_path={tmp_path / 'here'}"])
+    assert result.exit_code == 0, result.output
+    assert f"warning: checkpoint.storage_path {tmp_path / 'here'} is outside the shared storage.path {share}" in " ".join(result.output.split())
+    result = runner.invoke(app, [*sweep, "--set", f"checkpoint.storage_path={share}"])
+    assert result.exit_code == 0 and "outside the shared storage.path" not in result.output, result.output
