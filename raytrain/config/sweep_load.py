@@ -180,10 +180,12 @@ def searched(sweep: SweepConfig, *, domains_only: bool = False) -> list[tuple[Ke
 
 def trial_source(base: Source, overrides: dict[str, Any], where: str | None = None) -> Source:
     """A copy of the base Source with dotted overrides applied (the config one trial runs)."""
-    src = Source(copy.deepcopy(base.data), dict(base.origins), base.file)
+    src = Source(copy.deepcopy(base.data), dict(base.origins), base.file, dict(base.written))
     for key, value in overrides.items():
         node = src.data
         parts = key.split(".")
+        for p in [p for p in src.written if p[: len(parts)] == tuple(parts)]:
+            del src.written[p]  # the value is the sweep's now
         for part in parts[:-1]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
@@ -319,6 +321,7 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
             copy.deepcopy(sweep.train or {}),
             {p[1:]: w for p, w in source.origins.items() if p[:1] == ("train",) and len(p) > 1},
             str(path),
+            {p[1:]: w for p, w in source.written.items() if p[:1] == ("train",) and len(p) > 1},
         )
     fixed = _flatten(sweep.set)
     for key in fixed:

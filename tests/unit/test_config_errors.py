@@ -639,3 +639,17 @@ def test_an_env_whose_actions_ppo_has_no_distribution_for_exits_2_before_ray(obs
                           "more dimensions flattened to one)")
     mixed = load_config(write_yaml("environment:\n  env: 'obs_walks:MixedWalk'\n"))
     assert observation_issue(mixed.config, mixed.source) is None
+
+
+def test_a_yaml_boolean_for_a_number_in_a_sweeps_base_or_inline_train_shows_what_was_written(write_yaml):
+    from raytrain.config.sweep_load import load_sweep
+
+    write_yaml("environment: {env: CartPole-v1}\ntraining:\n  gamma: yes\n", "base.yaml")
+    for text, where, key, written, value in [
+        ("base: base.yaml\n", "base.yaml:3", "training.gamma", "yes", True),
+        ("train:\n  environment: {env: CartPole-v1}\n  training: {lambda: off}\n", "sweep.yaml:3", "training.lambda", "off", False),
+    ]:
+        sweep = write_yaml(text + "search: {algorithm: random, num_samples: 1}\nstop: {training_iteration: 2}\n", "sweep.yaml")
+        with pytest.raises(ConfigError) as info:
+            load_sweep(sweep, storage="skip")
+        assert f"{sweep.parent / where}: {key}: {_bool_said(value, written)}" in [str(i) for i in info.value.issues]
