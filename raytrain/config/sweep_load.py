@@ -333,11 +333,15 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
         where = source.where(("set", *key.split("."))) or source.where(("set",))
         if where is not None:
             base_source.origins[tuple(key.split("."))] = where
+        if (written := source.written.get(("set", key)) or source.written.get(("set", *key.split(".")))) is not None:
+            base_source.written[tuple(key.split("."))] = written
     if sweep.stop:
         base_source.data["stop"] = dict(sweep.stop)
         for key in sweep.stop:
             if (where := source.where(("stop", key))) is not None:
                 base_source.origins[("stop", key)] = where
+            if (written := source.written.get(("stop", key))) is not None:
+                base_source.written[("stop", key)] = written
     return load_source(base_source)
 
 

@@ -641,11 +641,14 @@ def test_an_env_whose_actions_ppo_has_no_distribution_for_exits_2_before_ray(obs
     assert observation_issue(mixed.config, mixed.source) is None
 
 
-def test_a_yaml_boolean_for_a_number_in_a_sweeps_base_or_inline_train_shows_what_was_written(write_yaml):
+def test_a_yaml_boolean_for_a_number_in_a_sweeps_set_base_or_inline_train_shows_what_was_written(write_yaml):
     from raytrain.config.sweep_load import load_sweep
 
     write_yaml("environment: {env: CartPole-v1}\ntraining:\n  gamma: yes\n", "base.yaml")
+    write_yaml("environment: {env: CartPole-v1}\n", "plain.yaml")
     for text, where, key, written, value in [
+        ("base: plain.yaml\nset: {training.gamma: on}\n", "sweep.yaml:2", "training.gamma", "on", True),
+        ("base: plain.yaml\nset:\n  training:\n    lambda: no\n", "sweep.yaml:4", "training.lambda", "no", False),
         ("base: base.yaml\n", "base.yaml:3", "training.gamma", "yes", True),
         ("train:\n  environment: {env: CartPole-v1}\n  training: {lambda: off}\n", "sweep.yaml:3", "training.lambda", "off", False),
     ]:
