@@ -656,3 +656,20 @@ def test_a_yaml_boolean_for_a_number_in_a_sweeps_set_base_or_inline_train_shows_
         with pytest.raises(ConfigError) as info:
             load_sweep(sweep, storage="skip")
         assert f"{sweep.parent / where}: {key}: {_bool_said(value, written)}" in [str(i) for i in info.value.issues]
+
+
+def test_a_sweep_over_an_env_whose_observations_ppo_cannot_take_exits_2_before_ray(obs_envs, write_yaml):
+    import ray
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    base = write_yaml("environment:\n  env: 'obs_walks:DictWalk'\n", "base.yaml")
+    sweep = write_yaml(f"base: base.yaml\ncheckpoint: {{storage_path: {obs_envs / 'runs'}}}\n"
+                       "search: {algorithm: random, num_samples: 1}\nstop: {training_iteration: 2}\n", "sweep.yaml")
+    for args in (["tune", str(sweep), "--dry-run"], ["tune", str(sweep)], ["config", "validate", str(sweep)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert f"{base}:2: environment.env: the env's observation space Dict(" in " ".join(result.output.split())
+    runs = obs_envs / "runs"
+    assert not ray.is_initialized() and not (runs.exists() and any(runs.iterdir()))  # no experiment folder
