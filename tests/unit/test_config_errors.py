@@ -574,10 +574,31 @@ class FlatWalk(gymnasium.wrappers.FlattenObservation):
 
 @pytest.fixture
 def obs_envs(tmp_path, monkeypatch):
+    """The envs above, importable; and every attempt to start or join Ray recorded in `tmp_path.ray_starts`
+    and refused (`ray.is_initialized()` would see the integration tests' session Ray in a whole-suite run)."""
+    import ray
+
+    import raytrain.ray_session
+
     (tmp_path / "obs_walks.py").write_text(OBS_ENVS)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
+    starts.clear()
+
+    def refuse(name):
+        def start(*args, **kwargs):
+            starts.append(name)
+            raise AssertionError(f"{name} was called before the refusal")
+
+        return start
+
+    monkeypatch.setattr(raytrain.ray_session, "connect_ray", refuse("connect_ray"))
+    monkeypatch.setattr(ray, "init", refuse("ray.init"))
     return tmp_path
+
+
+starts: list[str] = []
+"""The Ray starts `obs_envs` saw in the current test."""
 
 
 @pytest.mark.parametrize("env, space", [
@@ -588,7 +609,6 @@ def obs_envs(tmp_path, monkeypatch):
 def test_an_env_whose_observations_ppo_has_no_network_for_exits_2_before_ray(obs_envs, write_yaml, env, space):
     """RLlib's encoders take a 1D or a 3D Box: any other space failed in every env runner once Ray had started,
     a page of tracebacks per actor, exit 1. `train` and `config validate` say so at environment.env, with the fix."""
-    import ray
     from typer.testing import CliRunner
 
     from raytrain.cli import app
@@ -604,7 +624,7 @@ def test_an_env_whose_observations_ppo_has_no_network_for_exits_2_before_ray(obs
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2, result.output
         assert said in " ".join(result.output.split()), result.output
-    assert not ray.is_initialized() and not storage.exists()
+    assert starts == [] and not storage.exists()
 
 
 def test_the_flatten_fix_it_names_passes_and_images_and_vectors_pass(obs_envs, write_yaml):
@@ -659,7 +679,6 @@ def test_a_yaml_boolean_for_a_number_in_a_sweeps_set_base_or_inline_train_shows_
 
 
 def test_a_sweep_over_an_env_whose_observations_ppo_cannot_take_exits_2_before_ray(obs_envs, write_yaml):
-    import ray
     from typer.testing import CliRunner
 
     from raytrain.cli import app
@@ -672,4 +691,4 @@ def test_a_sweep_over_an_env_whose_observations_ppo_cannot_take_exits_2_before_r
         assert result.exit_code == 2, result.output
         assert f"{base}:2: environment.env: the env's observation space Dict(" in " ".join(result.output.split())
     runs = obs_envs / "runs"
-    assert not ray.is_initialized() and not (runs.exists() and any(runs.iterdir()))  # no experiment folder
+    assert starts == [] and not (runs.exists() and any(runs.iterdir()))  # no experiment folder
