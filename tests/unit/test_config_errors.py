@@ -7,6 +7,8 @@ from hypothesis import strategies as st
 from raytrain.config.load import load_config
 from raytrain.errors import ConfigError
 
+from .ray_starts import refuse_ray_starts
+
 
 def errors_of(path, overrides=None) -> list[str]:
     with pytest.raises(ConfigError) as info:
@@ -574,26 +576,12 @@ class FlatWalk(gymnasium.wrappers.FlattenObservation):
 
 @pytest.fixture
 def obs_envs(tmp_path, monkeypatch):
-    """The envs above, importable; and every attempt to start or join Ray recorded in `tmp_path.ray_starts`
-    and refused (`ray.is_initialized()` would see the integration tests' session Ray in a whole-suite run)."""
-    import ray
-
-    import raytrain.ray_session
-
+    """The envs above, importable; and every attempt to start or join Ray refused and recorded in `starts`
+    (see ray_starts.py)."""
     (tmp_path / "obs_walks.py").write_text(OBS_ENVS)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    starts.clear()
-
-    def refuse(name):
-        def start(*args, **kwargs):
-            starts.append(name)
-            raise AssertionError(f"{name} was called before the refusal")
-
-        return start
-
-    monkeypatch.setattr(raytrain.ray_session, "connect_ray", refuse("connect_ray"))
-    monkeypatch.setattr(ray, "init", refuse("ray.init"))
+    refuse_ray_starts(monkeypatch, starts)
     return tmp_path
 
 

@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 
 from raytrain.cli import app
 
+from .ray_starts import refuse_ray_starts
+
 BASE = """
 experiment: {name: base, seed: 1}
 environment: {env: CartPole-v1}
@@ -27,26 +29,8 @@ _RAY_STARTS: list[str] = []
 
 @pytest.fixture(autouse=True)
 def _record_ray_starts(monkeypatch):
-    """Record every attempt to start or join Ray, through raytrain's one door (connect_ray) or ray.init itself.
-
-    Asking `ray.is_initialized()` instead would see the integration tests' session Ray when the whole suite
-    runs in one process, and say nothing about this test.
-    """
-    import ray
-
-    import raytrain.ray_session
-
-    _RAY_STARTS.clear()
-
-    def refuse(name):
-        def start(*args, **kwargs):
-            _RAY_STARTS.append(name)
-            raise AssertionError(f"{name} was called before the refusal")
-
-        return start
-
-    monkeypatch.setattr(raytrain.ray_session, "connect_ray", refuse("connect_ray"))
-    monkeypatch.setattr(ray, "init", refuse("ray.init"))
+    """Record every attempt to start or join Ray (see ray_starts.py)."""
+    refuse_ray_starts(monkeypatch, _RAY_STARTS)
     yield
     _RAY_STARTS.clear()
 
