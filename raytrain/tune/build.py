@@ -193,14 +193,20 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
     if problem:
         what = "the train config" if loaded.sweep.base is None else f"the base config {loaded.base.source.file}"
         return [ConfigIssue(loaded.source.file, "", f"RLlib rejects {what} (with the sweep's `set:` and `stop:`): {problem}")]
-    from raytrain.rllib.fit import observation_issue
+    from raytrain.rllib.fit import SECTIONS, observation_issue, observation_problem
 
-    if (unfit := observation_issue(loaded.base.config, loaded.base.source)) is not None:
+    base = loaded.base.config
+    if (unfit := observation_issue(base, loaded.base.source)) is not None:
         return [unfit]
 
     def rejected(trial: RaytrainConfig) -> str | None:
         found = _rllib_problem(trial)
-        return None if found is None else f"RLlib rejects a trial's config: {found}"
+        if found is not None:
+            return f"RLlib rejects a trial's config: {found}"
+        # a searched env_config or model value can change the env's spaces or the network PPO builds for them
+        if any(getattr(trial, section) != getattr(base, section) for section in SECTIONS):
+            return observation_problem(trial)
+        return None
 
     return _searched_trials_rejected(loaded, rejected)
 

@@ -568,6 +568,11 @@ class MixedWalk(_Walk):
     action_space = gymnasium.spaces.Tuple([gymnasium.spaces.Discrete(2), gymnasium.spaces.Box(-1, 1, (2,), np.float32)])
 
 
+class ShapeWalk(_Walk):
+    def __init__(self, config=None):
+        self.observation_space = gymnasium.spaces.Box(-1, 1, tuple((config or {}).get("shape", [3])), np.float32)
+
+
 class FlatWalk(gymnasium.wrappers.FlattenObservation):
     def __init__(self, config=None):
         super().__init__(DictWalk(config))
@@ -680,3 +685,29 @@ def test_a_sweep_over_an_env_whose_observations_ppo_cannot_take_exits_2_before_r
         assert f"{base}:2: environment.env: the env's observation space Dict(" in " ".join(result.output.split())
     runs = obs_envs / "runs"
     assert starts == [] and not (runs.exists() and any(runs.iterdir()))  # no experiment folder
+
+
+def test_a_sweep_that_searches_an_env_config_ppo_cannot_take_exits_2_at_the_search_before_ray(obs_envs, write_yaml):
+    """Only the base config's env was checked: a searched env_config value that gives the env a 2D observation
+    space started the sweep, and that trial failed in every env runner after Ray had started."""
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    write_yaml("environment:\n  env: 'obs_walks:ShapeWalk'\nenv_runners: {num_env_runners: 1}\n", "base.yaml")
+    sweep = write_yaml(f"base: base.yaml\ncheckpoint: {{storage_path: {obs_envs / 'runs'}}}\n"
+                       "search: {algorithm: random, num_samples: 1}\nstop: {training_iteration: 2}\nspace:\n"
+                       "  environment.env_config.shape: {distribution: choice, values: [[3], [4, 4]]}\n",
+                       "sweep.yaml")
+    for args in (["tune", str(sweep), "--dry-run"], ["tune", str(sweep)], ["config", "validate", str(sweep)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        assert (f"{sweep}:6: space.environment.env_config.shape: with environment.env_config.shape = [4, 4] the env's observation space "
+                "Box(-1.0, 1.0, (4, 4), float32) has no network of PPO's") in said, said
+    runs = obs_envs / "runs"
+    assert starts == [] and not (runs.exists() and any(runs.iterdir()))
+    fine = write_yaml("base: base.yaml\nsearch: {algorithm: random, num_samples: 1}\nstop: {training_iteration: 2}\n"
+                      "space:\n  environment.env_config.shape: {distribution: choice, values: [[3], [5]]}\n", "fine.yaml")
+    result = CliRunner().invoke(app, ["config", "validate", str(fine)])
+    assert result.exit_code == 0, result.output
