@@ -166,7 +166,8 @@ def down(
 @app.command()
 @handle_errors
 def status(file: FileArg, set_: SetOption = None, json_: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Nodes alive, dead and not joined; resources; the dashboard URL."""
+    """Nodes alive, dead and not joined; resources; the dashboard URL. Exit 0 when every node of FILE is alive,
+    1 when not (the head down, a node dead or not joined)."""
     from dataclasses import asdict
 
     from raytrain.cluster import lifecycle
@@ -175,8 +176,12 @@ def status(file: FileArg, set_: SetOption = None, json_: bool = typer.Option(Fal
     st = lifecycle.status(cfg, _runner(cfg))
     if json_:
         typer.echo(json.dumps(asdict(st), indent=2))
-        return
-    _print_status(cfg, st)
+    else:
+        _print_status(cfg, st)
+    problem = lifecycle.not_up(cfg, st, str(file))
+    if problem is not None:
+        err.print(problem, markup=False)
+        raise typer.Exit(1)
 
 
 @app.command("exec")

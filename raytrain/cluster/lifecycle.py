@@ -490,6 +490,20 @@ def status(cfg: ClusterConfig, runner: Runner, *, known: list[Node] | None = Non
     return Status(known is not None, rows, extra, url, cfg.address)
 
 
+def not_up(cfg: ClusterConfig, st: Status, file: str) -> str | None:
+    """Why `st` is not the cluster of `file` up (its head answers and every node it defines is alive), else None:
+    `cluster status` then exits 1, so a script can wait for the cluster."""
+    if not st.head_reachable:
+        return (f"cluster {cfg.name} is not up: its head {cfg.head.host} does not answer (down or unreachable): "
+                f"`raytrain cluster up {file}` starts it")
+    missing = [f"{n['name']} {n['state']}" for n in st.nodes if n["state"] != "alive"]
+    if not missing:
+        return None
+    alive = len(st.nodes) - len(missing)
+    return (f"cluster {cfg.name} is not up: {alive} of its {len(st.nodes)} nodes alive ({', '.join(missing)}): "
+            f"`raytrain cluster up {file}` starts the missing ones")
+
+
 def exec_(cfg: ClusterConfig, runner: Runner, command: str, nodes: list[NodeConfig]) -> list[CommandResult]:
     return parallel(lambda n: runner.run(n, command), nodes)
 

@@ -86,7 +86,9 @@ def test_up_status_train_down(lab, tmp_path):
     try:
         up = raytrain("cluster", "up", str(path))
         assert up.returncode == 0, up.stderr[-3000:]
-        st = json.loads(raytrain("cluster", "status", str(path), "--json").stdout)
+        first = raytrain("cluster", "status", str(path), "--json")
+        assert first.returncode == 0, first.stderr[-3000:]
+        st = json.loads(first.stdout)
         assert [(n["name"], n["state"], n["resources"].get("CPU")) for n in st["nodes"]] == [
             ("head", "alive", 1.0), ("w1", "alive", 1.0), ("w2", "alive", 2.0)
         ]
@@ -144,6 +146,8 @@ def test_up_status_train_down(lab, tmp_path):
         lab.host_down("w1")
         st = status_once_dead(path, 1, poll_s=2)
         assert st["nodes"][1]["state"] == "dead"
+        partly = raytrain("cluster", "status", str(path))
+        assert partly.returncode == 1 and "2 of its 3 nodes alive (w1 dead)" in " ".join(partly.stderr.split())
         lab.host_up("w1")
         back = raytrain("cluster", "up", str(path))
         assert back.returncode == 0, back.stderr[-3000:]
@@ -153,6 +157,8 @@ def test_up_status_train_down(lab, tmp_path):
         down = raytrain("cluster", "down", str(path), "-y")
     assert down.returncode == 0, down.stderr[-3000:]
     assert ray_processes(lab) == {h: [] for h in lab.names}
+    gone = raytrain("cluster", "status", str(path))
+    assert gone.returncode == 1 and "its head" in gone.stderr and "does not answer" in gone.stderr, gone.stderr
 
 
 def test_storage_not_shared_fails_check_naming_the_node(lab, tmp_path):

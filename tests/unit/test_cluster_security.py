@@ -6,6 +6,7 @@ by `ipaddress`; NFS exports name single hosts; ports, addresses, names and the t
 Commands here really run (bash, ssh, nfs/server.sh); nothing connects anywhere.
 """
 
+import json
 import os
 import stat
 import subprocess
@@ -586,7 +587,7 @@ def test_hostile_values_are_refused_or_quoted(fuzz_dir, strings, free, always, k
     env = {"HOME": str(fuzz_dir / "home")}
     commands = {
         "check": (["cluster", "check", str(local)], {0, 1}),
-        "status": (["cluster", "status", str(local), "--json"], {0}),
+        "status": (["cluster", "status", str(local), "--json"], {1}),  # no cluster runs: not up
         "up": (["cluster", "up", str(full), "--dry-run"], {0}),
         "down": (["cluster", "down", str(full), "--dry-run"], {0}),
         "exec": (["cluster", "exec", str(full), "--dry-run", "--", "uptime"], {0}),
@@ -645,3 +646,31 @@ def test_the_cluster_address_is_in_the_form_ray_reads(write_yaml, head, address)
     assert cfg.address == address
     assert parse_address(cfg.address) == (cfg.head.ip, str(cfg.head.port))
     assert f"--address={address}" in plan.start_worker(cfg, cfg.workers[0])
+
+
+# --- status says by its exit code whether the cluster is up ---------------------------------------------
+def test_status_exits_1_when_the_head_does_not_answer(write_yaml, tmp_path):
+    """A script waiting for the cluster (`until raytrain cluster status c.yaml; do sleep 5; done`) needs the exit
+    code: status of a cluster that is down printed its table and exited 0."""
+    path = write_yaml(f"name: x\nhead: {{host: localhost, port: {free_port()}}}\n", "c.yaml")
+    for args in (["cluster", "status", str(path)], ["cluster", "status", str(path), "--json"]):
+        result = CliRunner().invoke(app, args, env={"HOME": str(tmp_path)})
+        assert result.exit_code == 1, result.output
+        assert ("cluster x is not up: its head localhost does not answer (down or unreachable): `raytrain cluster "
+                f"up {path}` starts it") in " ".join(result.stderr.split())
+    assert json.loads(result.stdout)["head_reachable"] is False
+
+
+def test_status_exits_1_unless_every_node_of_the_file_is_alive(write_yaml):
+    cfg = load_cluster(write_yaml("name: x\nhead: {host: m10, address: 10.0.0.10}\n"
+                                  "workers: [{host: m8, address: 10.0.0.8}, {host: m9, address: 10.0.0.9}]\n", "c.yaml"))
+
+    def node(ip, alive):
+        return {"ip": ip, "alive": alive, "resources": {"CPU": 1.0}, "hostname": ip}
+
+    up = [node("10.0.0.10", True), node("10.0.0.8", True), node("10.0.0.9", True)]
+    assert lifecycle.not_up(cfg, lifecycle.status(cfg, DryRunner(cfg.ssh), known=up, versions=[{}] * 3), "c.yaml") is None
+    partly = [node("10.0.0.10", True), node("10.0.0.8", False)]
+    st = lifecycle.status(cfg, DryRunner(cfg.ssh), known=partly, versions=[{}] * 3)
+    assert lifecycle.not_up(cfg, st, "c.yaml") == ("cluster x is not up: 1 of its 3 nodes alive (m8 dead, m9 not joined): "
+                                                   "`raytrain cluster up c.yaml` starts the missing ones")
