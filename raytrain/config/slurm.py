@@ -156,6 +156,14 @@ class SlurmConfig(_Section):
                 raise ValueError(f"{option!r}: raytrain writes --{key} itself; {hint}")
         return value
 
+    @field_validator("storage_path")
+    @classmethod
+    def _storage(cls, value: str | None) -> str | None:
+        if value is not None and "%" in value:
+            raise ValueError("holds `%`, which Slurm reads as a pattern in the job's log path below it (%j is the job "
+                             "id): choose a path without `%`")
+        return value
+
     @field_validator("env")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:

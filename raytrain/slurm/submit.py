@@ -15,7 +15,7 @@ from raytrain.config.slurm import SlurmConfig, load_slurm
 from raytrain.config.source import override_text
 from raytrain.errors import UsageError
 from raytrain.slurm import jobs
-from raytrain.slurm.script import SCRIPT_NAME, Job, batch_script, sbatch_argv
+from raytrain.slurm.script import OUTPUT_PATTERN, SCRIPT_NAME, Job, batch_script, sbatch_argv
 
 if TYPE_CHECKING:
     from raytrain.training import RayCpus
@@ -46,9 +46,18 @@ def _header() -> str:
     return f"raytrain {raytrain.__version__}, {time.strftime('%Y-%m-%d %H:%M:%S')}"
 
 
-def _check_folder(folder: Path) -> None:
-    if "%" in str(folder):
-        raise UsageError(f"{folder}: Slurm reads `%` in a log path as a pattern; choose a storage path and a name without `%`")
+def _check_folder(folder: Path, where: str | None = None, key: str = "") -> None:
+    """Refuse a job folder with `%`: the job's log goes there, and sbatch reads `%` in it as a pattern. `where`
+    and `key` name the storage path that put it there (names cannot hold `%`); without them, a `--resume`d run."""
+    if "%" not in str(folder):
+        return
+    message = (f"Slurm reads `%` in the job's log path {folder}/{OUTPUT_PATTERN} as a pattern (%j is the job id): "
+               "choose a path without `%`")
+    if where is None:
+        raise UsageError(f"{folder}: {message}")
+    from raytrain.errors import ConfigError, ConfigIssue
+
+    raise ConfigError([ConfigIssue(where, key, message)])
 
 
 def _running_jobs(folder: Path) -> list[str]:
@@ -140,7 +149,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
     check(loaded, plan(loaded))
     check_cpus(loaded, _job_ray(cfg, slurm_file))
     _check_workdir(cfg, slurm_file, exp, loaded.import_paths())
-    _check_folder(exp)
+    _check_folder(exp, loaded.source.where(("checkpoint", "storage_path")), "checkpoint.storage_path")
     name_override = [override_text("name", loaded.name)]
     sets = [w for kv in [*overrides, *name_override] for w in ("--set", kv)]
     job = Job(
@@ -219,7 +228,10 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
         raise ConfigError([unfit])
     check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file))
     _check_workdir(cfg, slurm_file, run_dir, user_paths(loaded.config.environment.env))
-    _check_folder(run_dir)
+    if resume is None:
+        _check_folder(run_dir, loaded.source.where(("experiment", "storage_path")), "experiment.storage_path")
+    else:
+        _check_folder(run_dir)
     sets = [w for kv in overrides for w in ("--set", kv)]
     given = [str(Path(file).resolve())] if file is not None else []
     name = loaded.config.experiment.name

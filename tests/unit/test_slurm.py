@@ -179,12 +179,31 @@ def test_a_failed_worker_node_ends_only_its_own_step(files):
     assert result.exit_code == 0 and "max_failures is 0" not in result.output, result.output
 
 
-def test_a_percent_in_the_folder_is_refused(files):
+def test_a_percent_in_the_folder_is_refused_where_it_was_written(files):
+    """sbatch reads `%` in the log path as a pattern: refused at the storage path that put it there, with its
+    file and line (it named only the folder)."""
     sweep, slurm, tmp_path = files
     path = slurm("nodes: 1\n")
+    said = "Slurm reads `%` in the job's log path"
     result = runner.invoke(app, ["tune", str(sweep), "--slurm", str(path), "--dry-run", "--set",
                                  f"checkpoint.storage_path={tmp_path / 'r%j'}"])
-    assert result.exit_code == 2 and "`%`" in result.output
+    assert result.exit_code == 2, result.output
+    assert f"error: --set checkpoint.storage_path={tmp_path / 'r%j'}: checkpoint.storage_path: {said}" in result.output
+    sweep.write_text(sweep.read_text() + f"checkpoint: {{storage_path: {tmp_path / 'c%x'}}}\n")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("nodes: 1\n")
+    result = runner.invoke(app, ["tune", str(sweep), "--slurm", str(plain), "--dry-run"])
+    assert result.exit_code == 2 and f"error: {sweep}:4: checkpoint.storage_path: {said}" in result.output, result.output
+    base = tmp_path / "base.yaml"
+    base.write_text(base.read_text() + f"experiment: {{storage_path: {tmp_path / 'e%u'}}}\n")
+    result = runner.invoke(app, ["train", str(base), "--slurm", str(plain), "--dry-run"])
+    assert result.exit_code == 2 and f"error: {base}:5: experiment.storage_path: {said}" in result.output, result.output
+    for command, target in (("tune", sweep), ("train", base)):
+        path.write_text(f"storage_path: {tmp_path / 'r%j'}\nnodes: 1\n")
+        result = runner.invoke(app, [command, str(target), "--slurm", str(path), "--dry-run"])
+        assert result.exit_code == 2, result.output
+        assert f"error: {path}:1: storage_path: holds `%`, which Slurm reads as a pattern" in result.output
+    assert not any(p.name.startswith(("r", "c", "e")) and "%" in p.name for p in tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("30", 1800), ("5:30", 330), ("1:00:00", 3600), ("2-0", 172800),
