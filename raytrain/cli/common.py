@@ -49,7 +49,7 @@ def say(lines: list[str]) -> None:
         err.print(line, style=style, markup=False)
 
 
-def write_output(output: Path, text: str, *, force: bool = True) -> None:
+def write_output(output: Path, text: str, *, force: bool) -> None:
     """Write a command's `-o` file, refusing (exit 2, nothing written) what cannot be its file: a folder, a file
     in a folder that does not exist, an existing file without `force`."""
     from raytrain.errors import UsageError

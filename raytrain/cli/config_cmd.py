@@ -141,6 +141,7 @@ def show(
 def schema(
     output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
     kind: str = typer.Option("train", "--kind", help="Which file: train, sweep (raytrain tune), cluster (raytrain cluster) or slurm (--slurm)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
 ) -> None:
     """Print the JSON Schema of train, sweep, cluster or slurm files (for editor completion, e.g. yaml-language-server)."""
     from raytrain.config.docs import json_schema
@@ -150,7 +151,7 @@ def schema(
         raise UsageError(f"--kind {kind!r}: choose train, sweep, cluster or slurm")
     text = json.dumps(json_schema(kind), indent=2)
     if output:
-        write_output(output, text + "\n")
+        write_output(output, text + "\n", force=force)
     else:
         typer.echo(text)
 

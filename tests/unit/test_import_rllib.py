@@ -1,5 +1,7 @@
 """`raytrain config import-rllib`: old tuned examples become raytrain configs."""
 
+import json
+
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -136,3 +138,17 @@ def test_an_old_rllib_file_given_to_a_command_says_to_import_it(data_dir, comman
             f"convert it with `raytrain config import-rllib {old} -o NEW.yaml`") in result.output
     assert "unknown section" not in result.output and "is required" not in result.output
     assert "--kind" not in result.output
+
+
+def test_schema_does_not_overwrite_a_file_without_force(tmp_path):
+    """`config schema -o` replaced any existing file (a config given by mistake) where `import-rllib -o` refused
+    without --force."""
+    target = tmp_path / "ppo_pbt.yaml"
+    target.write_text("name: mine\n")
+    result = CliRunner().invoke(app, ["config", "schema", "-o", str(target)])
+    assert result.exit_code == 2, result.output
+    assert f"error: {target} exists; pass --force to overwrite it" in result.output
+    assert target.read_text() == "name: mine\n"
+    forced = CliRunner().invoke(app, ["config", "schema", "-o", str(target), "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert json.loads(target.read_text())["title"]
