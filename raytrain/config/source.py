@@ -306,12 +306,33 @@ def read_yaml(path: str | Path) -> Source:
     """Read a YAML file into a `Source` (see `parse_yaml` for what is refused)."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError([ConfigIssue(str(path), "", "no such file")])
+        raise ConfigError([ConfigIssue(str(path), "", _not_a_file(p))])
     try:
         raw = p.read_bytes()
     except OSError as exc:
         raise ConfigError([ConfigIssue(str(path), "", f"cannot read it: {exc.strerror or exc}")]) from None
     return parse_yaml(decode(raw, str(path)), str(path))
+
+
+def _not_a_file(path: Path) -> str:
+    """What `path`, which is no regular file, is instead, and what to give."""
+    if path.is_dir():
+        found = sorted(p.name for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        if not found:
+            return "is a folder, and holds no YAML file: give a YAML file"
+        shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+        return f"is a folder: give one of its YAML files ({shown})"
+    if path.exists():
+        return "is not a regular file: give a YAML file"
+    import difflib
+
+    folder = path.parent
+    try:
+        names = [p.name for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+    except OSError:
+        names = []
+    near = difflib.get_close_matches(path.name, names, n=1, cutoff=0.8)
+    return f"no such file; did you mean {folder / near[0]}?" if near else "no such file"
 
 
 def parse_override(text: str) -> tuple[Path_, Any]:

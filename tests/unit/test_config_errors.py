@@ -1,5 +1,7 @@
 """Every bad input: file:line, dotted path, what is wrong, what to do."""
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -264,7 +266,33 @@ def test_not_a_mapping(write_yaml):
 
 def test_missing_file(tmp_path):
     (msg,) = errors_of(tmp_path / "nope.yaml")
-    assert "no such file" in msg
+    assert msg == f"{tmp_path / 'nope.yaml'}: no such file"
+
+
+def test_a_misspelt_file_names_the_file_meant(tmp_path):
+    (tmp_path / "ppo_cartpole.yaml").write_text("environment: {env: CartPole-v1}\n")
+    (msg,) = errors_of(tmp_path / "ppo_cartpol.yaml")
+    assert msg == f"{tmp_path / 'ppo_cartpol.yaml'}: no such file; did you mean {tmp_path / 'ppo_cartpole.yaml'}?"
+
+
+def test_a_folder_or_a_device_given_as_the_file_says_what_it_is(tmp_path):
+    """Both said `no such file`, of a folder or /dev/null that exists."""
+    for name in ("b.yaml", "a.yaml", "c.yml", "d.yaml", "notes.txt"):
+        (tmp_path / name).write_text("x: 1\n")
+    (msg,) = errors_of(tmp_path)
+    assert msg == f"{tmp_path}: is a folder: give one of its YAML files (a.yaml, b.yaml, c.yml, ...)"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (msg,) = errors_of(empty)
+    assert msg == f"{empty}: is a folder, and holds no YAML file: give a YAML file"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("x: 1\n")
+    (run / "run.json").write_text("{}")
+    (msg,) = errors_of(run)
+    assert msg == f"{run}: is a folder: give one of its YAML files (config.yaml)"
+    (msg,) = errors_of(Path("/dev/null"))
+    assert msg == "/dev/null: is not a regular file: give a YAML file"
 
 
 def test_main_process_cpus_alone_warns_that_rllib_ignores_them(write_yaml):
