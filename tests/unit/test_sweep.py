@@ -730,3 +730,15 @@ def test_a_population_sweep_whose_trials_end_before_the_first_perturbation_is_wa
     assert bool(found) is warned, found
     if warned:
         assert "is not below stop.training_iteration (5): every trial ends before PBT's first exploit" in found[0]
+
+
+def test_a_misspelt_base_names_the_file_meant(tmp_path):
+    from raytrain.config.sweep_load import load_sweep
+
+    (tmp_path / "ppo_cartpole.yaml").write_text("environment: {env: CartPole-v1}\n")
+    path = tmp_path / "sweep.yaml"
+    path.write_text("base: ppo_cartpol.yaml\nsearch: {algorithm: random, num_samples: 2}\n")
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    assert str(info.value) == (f"{path}:1: base: no such file: {tmp_path / 'ppo_cartpol.yaml'}; did you mean "
+                               f"{tmp_path / 'ppo_cartpole.yaml'}?")
