@@ -51,10 +51,16 @@ def _saved_shapes(checkpoint: Path) -> dict[str, tuple[int, ...]] | None:
     return {key: tuple(np.shape(value)) for key, value in state.items()} if isinstance(state, dict) else None
 
 
+class _NotInstalled(Exception):
+    """Gymnasium's DependencyNotInstalled, met making the env: an install step, not the env's own error."""
+
+
 def _make_env(config: Any) -> Any:
     """One env as RLlib's env runners make it from the PPOConfig `config`, or None when it cannot be made here
-    (the env's own errors: RLlib reports them when it makes the env)."""
+    (the env's own errors: RLlib reports them when it makes the env). Raises _NotInstalled when a package the
+    env needs is missing."""
     import gymnasium
+    from gymnasium.error import DependencyNotInstalled
     from ray.rllib.env.env_context import EnvContext
 
     maker: Any = config.env  # an id for gymnasium.make, or the env's class (an import path resolved)
@@ -62,6 +68,8 @@ def _make_env(config: Any) -> Any:
         if callable(maker):
             return maker(EnvContext(dict(config.env_config), worker_index=0))
         return gymnasium.make(maker, **config.env_config)
+    except DependencyNotInstalled as exc:
+        raise _NotInstalled(str(exc)) from None
     except Exception:
         return None
 
@@ -73,14 +81,19 @@ def observation_problem(cfg: RaytrainConfig) -> str | None:
     observation space (a Dict, a Tuple, a Discrete, a 2D Box) failed in every env runner and learner once Ray
     had started, with a page of tracebacks per actor; so did an action space with no action distribution
     (MultiBinary, a 2D Box). PPO's catalog, which RLlib's build asks, is asked here with
-    one env made in this process (the env's make time; the catalog builds no network).
+    one env made in this process (the env's make time; the catalog builds no network). An env Gymnasium
+    cannot make for a missing package (`LunarLander-v3` without Box2D) failed the same way: said here too.
     """
     from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 
     from raytrain.rllib.translate import build_ppo_config
 
     config = build_ppo_config(cfg)
-    env = _make_env(config)
+    try:
+        env = _make_env(config)
+    except _NotInstalled as exc:
+        return (f"{cfg.environment.env!r} cannot be made here: a package it needs is not installed: {exc} (install it "
+                "into the Python that runs raytrain, and on every node of a cluster)")
     if env is None:
         return None
     try:
@@ -137,7 +150,10 @@ def _built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:
     from raytrain.rllib.translate import build_ppo_config
 
     config = build_ppo_config(cfg)
-    env = _make_env(config)
+    try:
+        env = _make_env(config)
+    except _NotInstalled:
+        return None  # left to RLlib's build, as the env's own errors are
     if env is None:
         return None
     # RLlib's own build warns that it makes a deprecated RLModuleConfig (through Ray's deprecation logger).

@@ -739,3 +739,36 @@ def test_a_sweep_that_searches_an_env_config_ppo_cannot_take_exits_2_at_the_sear
                       "space:\n  environment.env_config.shape: {distribution: choice, values: [[3], [5]]}\n", "fine.yaml")
     result = CliRunner().invoke(app, ["config", "validate", str(fine)])
     assert result.exit_code == 0, result.output
+
+
+NEEDS_PKG = '''
+import gymnasium
+from gymnasium.error import DependencyNotInstalled
+
+
+def make(**kwargs):
+    raise DependencyNotInstalled('Box9D is not installed, you can install it by run `pip install "walks[box9d]"`')
+
+
+gymnasium.register("NeedsBox-v0", entry_point=make)
+'''
+
+
+def test_a_registered_env_whose_package_is_missing_exits_2_before_ray(obs_envs, write_yaml):
+    """`LunarLander-v3` without Box2D passed every check; then every env runner failed (`DependencyNotInstalled`):
+    about 290 lines of tracebacks and exit 1 once Ray had started. It is an install step the user must take."""
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    (obs_envs / "needs_pkg.py").write_text(NEEDS_PKG)
+    storage = obs_envs / "runs"
+    path = write_yaml(f"experiment: {{storage_path: {storage}}}\nenvironment:\n  env: 'needs_pkg:NeedsBox-v0'\n")
+    said = (f"{path}:3: environment.env: 'needs_pkg:NeedsBox-v0' cannot be made here: a package it needs is not "
+            'installed: Box9D is not installed, you can install it by run `pip install "walks[box9d]"` (install it '
+            "into the Python that runs raytrain, and on every node of a cluster)")
+    for args in (["train", str(path)], ["train", str(path), "--dry-run"], ["config", "validate", str(path)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert said in " ".join(result.output.split()), result.output
+    assert starts == [] and not storage.exists()
