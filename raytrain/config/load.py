@@ -191,7 +191,7 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
         import gymnasium
 
         if env_id in gymnasium.envs.registry:
-            return []
+            return _unknown_env_kwargs(env, env_id, cfg, source)
         return [ConfigIssue(where, "environment.env", (
             f"importing {module_name!r} registered no Gymnasium id {env_id!r}{_nearest_ids(env_id)} ('module:EnvId' is Gymnasium's "
             "form for an id that a package registers when imported; a custom env class is written 'pkg.module:Class')"))]
@@ -232,7 +232,7 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
 
     registry = gymnasium.envs.registry
     if env in registry:
-        return []
+        return _unknown_env_kwargs(env, env, cfg, source)
     namespace = env.partition("/")[0] if "/" in env else None
     if namespace is not None and not any(name.startswith(namespace + "/") for name in registry):
         # Another package's namespace (Atari's ALE): its ids exist once that package is imported.
@@ -250,6 +250,41 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
             "another package registers, 'package:EnvId')",
         )
     ]
+
+
+MAKE_KWARGS = ("max_episode_steps", "disable_env_checker")
+"""gymnasium.make's own keywords: RLlib makes a registered env as gymnasium.make(id, **env_config)."""
+
+
+def _unknown_env_kwargs(env: str, env_id: str, cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
+    """An issue at each `environment.env_config` key that neither gymnasium.make nor the registered env's
+    constructor takes (which fails with a TypeError in every env runner), unless the constructor takes any
+    keyword (`**kwargs`) or cannot be looked at here (its module fails to import: RLlib says why)."""
+    import gymnasium
+
+    spec = gymnasium.envs.registry[env_id]
+    try:
+        maker: Any = gymnasium.envs.registration.load_env_creator(spec.entry_point) \
+            if isinstance(spec.entry_point, str) else spec.entry_point
+        params = inspect.signature(maker).parameters.values()
+    except Exception:  # the env's module fails to import (a missing package), or a signature cannot be read
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return []
+    takes = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    known = {*takes, *MAKE_KWARGS, *(spec.kwargs or {})}
+    issues = []
+    for key in cfg.environment.env_config:
+        if key in known:
+            continue
+        near = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]!r}?" if near else "."
+        listed = ", ".join(takes) + ", and " if takes else ""
+        issues.append(ConfigIssue(
+            source.where(("environment", "env_config", key)), f"environment.env_config.{key}",
+            f"{env} takes no keyword {key!r} (gymnasium.make({env_id!r}, {key}=...) would fail in every env runner)"
+            f"{hint} It takes: {listed}gymnasium.make's {', '.join(MAKE_KWARGS)}"))
+    return issues
 
 
 def _nearest_ids(env_id: str) -> str:

@@ -175,7 +175,7 @@ class EnvironmentConfig(_Section):
     env: Annotated[str, RLlib(import_path=True)]
     """A registered Gymnasium id (`CartPole-v1`); an id that a package registers when imported, named as gymnasium.make takes it (`"ale_py:ALE/Pong-v5"`); or an import path `"pkg.module:Class"` of a gymnasium.Env. Modules are found in the current directory first (as Ray's workers find them), then among what is installed."""
     env_config: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the env: passed to `gymnasium.make` or to the class as its `config`."""
+    """Keyword arguments for the env: passed to `gymnasium.make` (a key neither it nor the registered env's constructor takes is refused, with the keys it takes) or to the class as its `config`."""
     clip_rewards: Positive | StrictBool | None = None
     """Clip rewards to [-x, x] (a number > 0) or to their sign (true); false: never clip."""
     normalize_actions: bool | None = None

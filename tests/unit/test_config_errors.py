@@ -121,6 +121,33 @@ def test_an_env_that_cannot_take_rllibs_env_config_is_refused_before_ray(write_y
     assert "one parameter for it, the others with defaults (e.g. `config=None`" in msg
 
 
+def test_an_env_config_key_a_registered_env_does_not_take_is_refused_at_its_line(write_yaml, tmp_path, monkeypatch):
+    """RLlib makes a registered env as gymnasium.make(id, **env_config): a misspelt key (`sutton_barto` for
+    `sutton_barto_reward`) passed every check, then every env runner failed with a TypeError once Ray had
+    started (~170 lines, exit 1)."""
+    path = write_yaml("environment:\n  env: CartPole-v1\n  env_config:\n    render_mode: rgb_array\n"
+                      "    sutton_barto: true\n    max_episode_steps: 100\n")
+    (msg,) = errors_of(path)
+    assert msg == (f"{path}:5: environment.env_config.sutton_barto: CartPole-v1 takes no keyword 'sutton_barto' "
+                   "(gymnasium.make('CartPole-v1', sutton_barto=...) would fail in every env runner); did you mean "
+                   "'sutton_barto_reward'? It takes: sutton_barto_reward, render_mode, and gymnasium.make's "
+                   "max_episode_steps, disable_env_checker")
+    assert load_config(write_yaml("environment:\n  env: CartPole-v1\n  env_config: {sutton_barto_reward: true, "
+                                  "max_episode_steps: 100}\n", "ok.yaml")).config.environment.env_config
+    # An id another package registers ('module:EnvId') is checked the same way; one whose constructor takes
+    # **kwargs, or a custom class (it gets env_config as one dict), is not.
+    (tmp_path / "reg_walks.py").write_text(
+        "import gymnasium\nclass Walk(gymnasium.Env):\n    def __init__(self, size=3):\n        pass\n"
+        "class Open(gymnasium.Env):\n    def __init__(self, **kwargs):\n        pass\n"
+        "gymnasium.register('RegWalk-v0', entry_point=Walk)\ngymnasium.register('RegOpen-v0', entry_point=Open)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (msg,) = errors_of(write_yaml("environment: {env: 'reg_walks:RegWalk-v0', env_config: {colour: red}}\n", "w.yaml"))
+    assert msg.endswith("w.yaml:1: environment.env_config.colour: reg_walks:RegWalk-v0 takes no keyword 'colour' "
+                        "(gymnasium.make('RegWalk-v0', colour=...) would fail in every env runner). It takes: size, and "
+                        "gymnasium.make's max_episode_steps, disable_env_checker")
+    load_config(write_yaml("environment: {env: 'reg_walks:RegOpen-v0', env_config: {colour: red}}\n", "o.yaml"))
+
+
 @pytest.mark.parametrize("source", ["def walk(config=None):\n    return None\n", "def walk():\n    return None\n",
                                     "class _W:\n    def __call__(self, config=None):\n        return None\nwalk = _W()\n"])
 def test_an_env_factory_that_is_no_class_is_refused_before_ray(write_yaml, tmp_path, monkeypatch, source):
