@@ -77,18 +77,24 @@ TRIAL_ACTORS = "each trial's actors (main process and learner, env runners)"
 
 
 def cpu_field(cfg: RaytrainConfig) -> tuple[str, str]:
-    """The field to lower when the CPUs do not suffice, and a note when it is unset (RLlib's default applies)."""
+    """The field to lower when the CPUs do not suffice: the count of the actors that reserve the most CPUs
+    (env runners on a tie), else the main process's; and a note when it is unset (RLlib's default applies)."""
     from raytrain.rllib.translate import build_ppo_config
 
-    if cfg.env_runners.num_env_runners is None:
-        return "env_runners.num_env_runners", f" (unset: RLlib's default is {build_ppo_config(cfg).num_env_runners})"
-    if cfg.env_runners.num_env_runners:
-        return "env_runners.num_env_runners", ""
-    if cfg.learners.num_learners:
-        return "learners.num_learners", ""
-    if cfg.evaluation.evaluation_num_env_runners:
-        return "evaluation.evaluation_num_env_runners", ""
-    return "resources.num_cpus_for_main_process", ""
+    config = build_ppo_config(cfg)
+    bundles = trial_bundles(cfg)
+    # RLlib's order: the main process, the env runners, the evaluation env runners, the remote learners.
+    runners, learners = config.num_env_runners, config.num_learners
+    groups = [("env_runners.num_env_runners", bundles[1:1 + runners]),
+              ("learners.num_learners", bundles[len(bundles) - learners:] if learners else []),
+              ("evaluation.evaluation_num_env_runners", bundles[1 + runners:len(bundles) - learners])]
+    cpus = {key: sum(b.get("CPU", 0.0) for b in group) for key, group in groups}
+    key = max(cpus, key=lambda k: cpus[k])  # the first of the largest: env runners on a tie
+    if not cpus[key]:
+        return "resources.num_cpus_for_main_process", ""
+    if key == "env_runners.num_env_runners" and cfg.env_runners.num_env_runners is None:
+        return key, f" (unset: RLlib's default is {runners})"
+    return key, ""
 
 
 def connect_for_build(address: str | None) -> str:

@@ -162,6 +162,29 @@ def test_the_local_cpu_check_points_at_the_field_in_the_file(tmp_path):
     assert "reserve 3 CPUs, but a local Ray on this machine has 2.5" in str(caught.value)
 
 
+def test_the_cpu_check_points_at_the_actors_that_reserve_the_most(write_yaml):
+    """It pointed at env_runners.num_env_runners whenever that was above 0: with 1 env runner and 3 evaluation
+    runners it said to lower the env runners, which could not make the config fit."""
+    from raytrain.config.load import load_config
+    from raytrain.training import RayCpus, check_train_cpus
+
+    ray = RayCpus("a local Ray on this machine", 2)
+    for text, line, key in [
+        ("env_runners: {num_env_runners: 1}\nevaluation: {evaluation_interval: 1, evaluation_num_env_runners: 3}\n",
+         3, "evaluation.evaluation_num_env_runners"),
+        ("env_runners: {num_env_runners: 1}\nlearners: {num_learners: 3}\n", 3, "learners.num_learners"),
+        ("env_runners: {num_env_runners: 3}\nevaluation: {evaluation_interval: 1, evaluation_num_env_runners: 1}\n",
+         2, "env_runners.num_env_runners"),
+        ("env_runners: {num_env_runners: 2}\nlearners: {num_learners: 2}\n", 2, "env_runners.num_env_runners"),
+    ]:
+        path = write_yaml("environment: {env: CartPole-v1}\n" + text)
+        loaded = load_config(path, [])
+        with pytest.raises(ConfigError) as caught:
+            check_train_cpus(loaded.config, loaded.source, ray)
+        assert str(caught.value).startswith(f"{path}:{line}: {key}: "), (text, str(caught.value))
+        assert f"lower {key} (or the CPUs per actor)" in str(caught.value)
+
+
 # --- item 8: the same writability probe for dry and real runs ----------------------------------------
 
 
