@@ -133,14 +133,34 @@ class RayCpus:
     """The CPUs of each node, where there are several (a placement group's bundle must fit on one)."""
     more: str = "join a cluster that has them (--address, --cluster)"
     """What to do instead of lowering the config."""
+    gpus: float | Callable[[], float] | None = None
+    """Its GPUs (a function counts them when a config asks for any: it takes a moment); None: not known."""
+    gpus_per_node: float | None = None
+    """The GPUs of each node, where there are several."""
+    driver_gpus: float | Callable[[], float] | None = None
+    """The GPUs of the machine `train`'s driver runs on, where its local learner (no remote learners) trains."""
+    more_gpus: str | None = None
+    """What to do instead of lowering the config's GPUs (default: `more`)."""
+
+
+def _counted(value: float | Callable[[], float] | None) -> float | None:
+    return value() if callable(value) else value
+
+
+def local_gpus() -> float:
+    """This machine's GPUs, counted as `ray.init(num_gpus=None)` counts them (CUDA_VISIBLE_DEVICES included)."""
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+
+    manager = get_accelerator_manager_for_resource("GPU")
+    return float(manager.get_current_node_num_accelerators()) if manager is not None else 0.0
 
 
 def local_ray() -> RayCpus:
     """A local Ray started here: its CPUs counted the way `ray.init(num_cpus=None)` counts them (cgroup quota
-    and affinity included)."""
+    and affinity included), and its GPUs when a config asks for any."""
     from ray._private.utils import get_num_cpus
 
-    return RayCpus("a local Ray on this machine", float(get_num_cpus()))
+    return RayCpus("a local Ray on this machine", float(get_num_cpus()), gpus=local_gpus, driver_gpus=local_gpus)
 
 
 def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
@@ -150,15 +170,60 @@ def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Ca
     where the field is written `prefix` + key. `advice` replaces "lower the field, or {ray.more}"."""
     need = sum(b.get("CPU", 0.0) for b in bundles)
     largest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
-    key, note = cpu_field(cfg)
-    if need > ray.total:
-        text = f"{what} reserve {need:g} CPUs{note}, but {ray.name} has {ray.total:g}"
-    elif ray.per_node is not None and largest > ray.per_node:
-        text = f"one of {what} reserves {largest:g} CPUs, more than one node of {ray.name} has ({ray.per_node:g})"
+    if need > ray.total or ray.per_node is not None and largest > ray.per_node:
+        key, note = cpu_field(cfg)
+        if need > ray.total:
+            text = f"{what} reserve {need:g} CPUs{note}, but {ray.name} has {ray.total:g}"
+        else:
+            text = f"one of {what} reserves {largest:g} CPUs, more than one node of {ray.name} has ({ray.per_node:g})"
+        return ConfigError([ConfigIssue(where(key), prefix + key,
+                                        f"{text}: {advice or f'lower {key} (or the CPUs per actor), or {ray.more}'}")])
+    need = sum(b.get("GPU", 0.0) for b in bundles)
+    if not need or (gpus := _counted(ray.gpus)) is None:
+        return None
+    largest = max(b.get("GPU", 0.0) for b in bundles)
+    if need > gpus:
+        text = f"{what} reserve {need:g} GPU{'s' if need != 1 else ''}, but {ray.name} has {gpus:g}"
+    elif ray.gpus_per_node is not None and largest > ray.gpus_per_node:
+        text = f"one of {what} reserves {largest:g} GPUs, more than one node of {ray.name} has ({ray.gpus_per_node:g})"
     else:
         return None
-    advice = advice or f"lower {key} (or the CPUs per actor), or {ray.more}"
-    return ConfigError([ConfigIssue(where(key), prefix + key, f"{text}: {advice}")])
+    key = gpu_field(cfg)
+    return ConfigError([ConfigIssue(where(key), prefix + key, f"{text}: "
+                                    f"{advice or f'lower {key} (0 trains on CPUs), or {ray.more_gpus or ray.more}'}")])
+
+
+def gpu_field(cfg: RaytrainConfig) -> str:
+    """The per-actor GPU field of the actors that ask for the most GPUs: the env runners' (evaluation runners
+    included) or the learners' (the local learner included)."""
+    from raytrain.rllib.translate import build_ppo_config
+
+    config = build_ppo_config(cfg)
+    bundles = trial_bundles(cfg)
+    learners = config.num_learners
+    runners = sum(b.get("GPU", 0.0) for b in bundles[1:len(bundles) - learners])
+    return "env_runners.num_gpus_per_env_runner" if runners > sum(b.get("GPU", 0.0) for b in bundles) - runners \
+        else "learners.num_gpus_per_learner"
+
+
+def local_learner_gpus(cfg: RaytrainConfig, source: Source, ray: RayCpus) -> ConfigError | None:
+    """`train` with no remote learner trains on its local learner, in this process (the driver): a GPU it asks
+    for must be on the driver's machine, or RLlib fails the build (`local_gpu_idx 0 is not a valid GPU ID`)."""
+    if not cfg.learners.num_gpus_per_learner:  # RLlib's default is 0
+        return None
+    from raytrain.rllib.translate import build_ppo_config
+
+    config = build_ppo_config(cfg)
+    if config.num_learners:
+        return None
+    gpus = _counted(ray.driver_gpus)
+    if gpus is None or gpus >= config.num_gpus_per_learner:
+        return None
+    key = "learners.num_gpus_per_learner"
+    return ConfigError([ConfigIssue(source.where(tuple(key.split("."))), key, (
+        f"the local learner (learners.num_learners is 0: it trains in the driver's process) asks for "
+        f"{config.num_gpus_per_learner:g} GPU, but the driver's machine has {gpus:g}: set {key} to 0 to train on CPUs, "
+        "or run the driver where a GPU is"))])
 
 
 def check_train_cpus(cfg: RaytrainConfig, source: Source, ray: RayCpus | None = None) -> None:
@@ -168,8 +233,9 @@ def check_train_cpus(cfg: RaytrainConfig, source: Source, ray: RayCpus | None = 
     Raises:
         ConfigError: at the field to lower (exit 2; nothing started or written).
     """
+    ray = ray or local_ray()
     error = too_few_cpus(trial_bundles(cfg)[1:], cfg, lambda key: source.where(tuple(key.split("."))), TRAIN_ACTORS,
-                         ray or local_ray())
+                         ray) or local_learner_gpus(cfg, source, ray)
     if error is not None:
         raise error
 
@@ -183,10 +249,14 @@ def connected_ray(where: str) -> RayCpus:
     """
     import ray
 
-    cpus = [float(node.get("Resources", {}).get("CPU", 0.0)) for node in ray.nodes() if node.get("Alive")]
+    alive = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+    cpus = [float(resources.get("CPU", 0.0)) for resources in alive]
+    gpus = [float(resources.get("GPU", 0.0)) for resources in alive]
     count = f"{len(cpus)} node{'s' if len(cpus) != 1 else ''}"
     return RayCpus(f"the {where} ({count}, {sum(cpus):g} CPUs)", sum(cpus),
-                   per_node=max(cpus) if len(cpus) > 1 else None, more="add nodes with CPUs to it")
+                   per_node=max(cpus) if len(cpus) > 1 else None, more="add nodes with CPUs to it",
+                   gpus=sum(gpus), gpus_per_node=max(gpus) if len(gpus) > 1 else None, driver_gpus=local_gpus,
+                   more_gpus="add nodes with GPUs to it")
 
 
 class Trainer:

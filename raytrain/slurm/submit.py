@@ -80,9 +80,12 @@ def _job_ray(cfg: SlurmConfig, slurm_file: Path) -> RayCpus:
     """The job's Ray as the CPU checks describe it (`cpus_per_node` is each node's `ray start --num-cpus`)."""
     from raytrain.training import RayCpus
 
-    return RayCpus(f"the job's Ray ({cfg.nodes} node{'s' if cfg.nodes > 1 else ''} of {cfg.cpus_per_node} CPUs)",
+    gpus = f" and {cfg.gpus_per_node} GPU{'s' if cfg.gpus_per_node != 1 else ''}" if cfg.gpus_per_node else ""
+    return RayCpus(f"the job's Ray ({cfg.nodes} node{'s' if cfg.nodes > 1 else ''} of {cfg.cpus_per_node} CPUs{gpus})",
                    float(cfg.nodes * cfg.cpus_per_node), float(cfg.cpus_per_node),
-                   f"raise nodes or cpus_per_node in {slurm_file}")
+                   f"raise nodes or cpus_per_node in {slurm_file}", gpus=float(cfg.nodes * cfg.gpus_per_node),
+                   gpus_per_node=float(cfg.gpus_per_node), driver_gpus=float(cfg.gpus_per_node),
+                   more_gpus=f"raise gpus_per_node in {slurm_file}")
 
 
 def _check_workdir(cfg: SlurmConfig, slurm_file: Path, folder: Path, import_paths: list[str]) -> None:

@@ -60,6 +60,24 @@ def test_a_joined_cluster_too_small_for_the_config_exits_2(ray_session, tmp_path
     assert _listing(tmp_path) == before
 
 
+@pytest.mark.parametrize("command", ["train", "tune"])
+def test_a_joined_cluster_without_the_gpus_the_config_asks_for_exits_2(ray_session, tmp_path, command):
+    """Env runners asking for more GPUs than the joined Ray has: Ray waited forever ("No available node types
+    can fulfill resource request {'GPU': ...}"). 64 GPUs per env runner: more than the session's machine has."""
+    address = ray_session.get_runtime_context().gcs_address
+    gpus = ray_session.cluster_resources().get("GPU", 0.0)
+    _write_configs(tmp_path, 1)
+    base = tmp_path / "base.yaml"
+    base.write_text(base.read_text().replace("num_env_runners: 1", "num_env_runners: 1, num_gpus_per_env_runner: 64"))
+    before = _listing(tmp_path)
+    result = _raytrain(command, str(tmp_path / f"{'base' if command == 'train' else 'sweep'}.yaml"), "--address", address)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert f"{base}:3: env_runners.num_gpus_per_env_runner: " in result.stderr
+    assert (f"reserve 64 GPUs, but the Ray cluster at {address} (1 node, 2 CPUs) has {gpus:g}: lower "
+            "env_runners.num_gpus_per_env_runner (0 trains on CPUs), or add nodes with GPUs to it") in " ".join(result.stderr.split())
+    assert _listing(tmp_path) == before
+
+
 @pytest.mark.parametrize(("command", "mode"), [("train", None), ("tune", None), ("run", None), ("train", "token")])
 def test_a_cluster_that_wants_a_token_this_driver_lacks_is_exit_2_saying_how_to_give_it(ray_session, tmp_path, command,
                                                                                         mode):

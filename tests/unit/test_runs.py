@@ -185,6 +185,44 @@ def test_the_cpu_check_points_at_the_actors_that_reserve_the_most(write_yaml):
         assert f"lower {key} (or the CPUs per actor)" in str(caught.value)
 
 
+GPU_CASES = [
+    ("env_runners: {num_env_runners: 1, num_gpus_per_env_runner: 1}\n", 2, "env_runners.num_gpus_per_env_runner",
+     "the config's actors (env runners, learners, evaluation runners) reserve 1 GPU, but a local Ray on this machine "
+     "has 0: lower env_runners.num_gpus_per_env_runner (0 trains on CPUs), or join a cluster that has them (--address, "
+     "--cluster)"),
+    ("env_runners: {num_env_runners: 1}\nlearners: {num_learners: 1, num_gpus_per_learner: 1}\n", 3,
+     "learners.num_gpus_per_learner", "the config's actors (env runners, learners, evaluation runners) reserve 1 GPU, "
+     "but a local Ray on this machine has 0: lower learners.num_gpus_per_learner (0 trains on CPUs), or join a "
+     "cluster that has them (--address, --cluster)"),
+    ("env_runners: {num_env_runners: 1}\nlearners: {num_gpus_per_learner: 1}\n", 3, "learners.num_gpus_per_learner",
+     "the local learner (learners.num_learners is 0: it trains in the driver's process) asks for 1 GPU, but the "
+     "driver's machine has 0: set learners.num_gpus_per_learner to 0 to train on CPUs, or run the driver where a GPU is"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "key", "said"), GPU_CASES, ids=["env runners", "learners", "local learner"])
+def test_gpus_the_machine_does_not_have_are_exit_2_before_ray_at_the_gpu_field(write_yaml, tmp_path, monkeypatch,
+                                                                              no_ray_start, text, line, key, said):
+    """On a machine without GPUs, env runners or remote learners that ask for one made Ray wait forever ("No
+    available node types can fulfill resource request {'GPU': 1.0}" every 35 s), and a local learner on a GPU
+    failed the build (`AssertionError: local_gpu_idx 0 is not a valid GPU ID`), exit 1."""
+    import raytrain.training
+    from raytrain.config.load import load_config
+    from raytrain.training import RayCpus, check_train_cpus
+
+    monkeypatch.setattr(raytrain.training, "local_gpus", lambda: 0.0)
+    monkeypatch.setattr(raytrain.training, "local_ray", lambda: RayCpus("a local Ray on this machine", 4.0, gpus=0.0,
+                                                                        driver_gpus=0.0))
+    path = write_yaml("environment: {env: CartPole-v1}\n" + text + f"experiment: {{storage_path: {tmp_path / 'runs'}}}\n")
+    for args in (["train", str(path)], ["train", str(path), "--dry-run"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert f"error: {path}:{line}: {key}: {said}" in " ".join(result.output.split())
+    assert not (tmp_path / "runs").exists()
+    loaded = load_config(path, [])
+    check_train_cpus(loaded.config, loaded.source, RayCpus("a machine with a GPU", 4.0, gpus=1.0, driver_gpus=1.0))
+
+
 # --- item 8: the same writability probe for dry and real runs ----------------------------------------
 
 

@@ -179,6 +179,23 @@ def test_a_failed_worker_node_ends_only_its_own_step(files):
     assert result.exit_code == 0 and "max_failures is 0" not in result.output, result.output
 
 
+@pytest.mark.parametrize("command", ["tune", "train"])
+def test_gpus_the_job_does_not_ask_slurm_for_are_refused(files, command):
+    """A config whose actors ask for GPUs, in a job of nodes without them: the job's Ray would wait forever."""
+    sweep, slurm, tmp_path = files
+    base = tmp_path / "base.yaml"
+    base.write_text(base.read_text().replace("num_env_runners: 0}", "num_env_runners: 1, num_gpus_per_env_runner: 1}"))
+    target = sweep if command == "tune" else base
+    result = runner.invoke(app, [command, str(target), "--slurm", str(slurm("nodes: 2\ncpus_per_node: 2\n")), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert (f"{base}:2: env_runners.num_gpus_per_env_runner: ") in result.output
+    assert (f"reserve 1 GPU, but the job's Ray (2 nodes of 2 CPUs) has 0: lower env_runners.num_gpus_per_env_runner "
+            f"(0 trains on CPUs), or raise gpus_per_node in {tmp_path / 'slurm.yaml'}") in " ".join(result.output.split())
+    ok = runner.invoke(app, [command, str(target), "--slurm", str(slurm("nodes: 2\ncpus_per_node: 2\ngpus_per_node: 1\n")),
+                             "--dry-run"])
+    assert ok.exit_code == 0, ok.output
+
+
 def test_a_percent_in_the_folder_is_refused_where_it_was_written(files):
     """sbatch reads `%` in the log path as a pattern: refused at the storage path that put it there, with its
     file and line (it named only the folder)."""

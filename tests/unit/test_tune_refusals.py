@@ -145,6 +145,26 @@ def test_rllibs_default_env_runners_count_and_are_named(tmp_path):
     assert "reserve 3 CPUs (unset: RLlib's default is 2), but a local Ray on this machine has 2" in str(caught.value)
 
 
+def test_a_trial_that_asks_for_gpus_the_ray_does_not_have_is_refused_at_the_gpu_field(tmp_path):
+    """Tune waited forever for a trial's placement group with a GPU bundle on a Ray without GPUs."""
+    from raytrain.config.sweep_load import load_sweep
+    from raytrain.errors import ConfigError
+    from raytrain.training import RayCpus
+    from raytrain.tune.build import check_cpus
+
+    (tmp_path / "base.yaml").write_text("environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 1}\n"
+                                        "learners: {num_gpus_per_learner: 1}\n")
+    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\nname: d\ncheckpoint: {{storage_path: {tmp_path / 'r'}}}\n")
+    loaded = load_sweep(tmp_path / "sweep.yaml", [], storage="probe")
+    check_cpus(loaded, RayCpus("a cluster", 4, gpus=1.0))
+    with pytest.raises(ConfigError) as caught:
+        check_cpus(loaded, RayCpus("a local Ray on this machine", 4, gpus=0.0))
+    assert str(caught.value) == (
+        f"{tmp_path / 'base.yaml'}:3: learners.num_gpus_per_learner: each trial's actors (main process and learner, env "
+        "runners) reserve 1 GPU, but a local Ray on this machine has 0: lower learners.num_gpus_per_learner (0 trains "
+        "on CPUs), or join a cluster that has them (--address, --cluster)")
+
+
 @pytest.mark.parametrize("text, expected", BAD_SWEEPS)
 @pytest.mark.parametrize("storage_exists", [False, True])
 @pytest.mark.parametrize("dry_run", [False, True])
