@@ -183,7 +183,7 @@ def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Ca
         return None
     largest = max(b.get("GPU", 0.0) for b in bundles)
     if need > gpus:
-        text = f"{what} reserve {need:g} GPU{'s' if need != 1 else ''}, but {ray.name} has {gpus:g}"
+        text = f"{what} reserve {need:g} GPU{'s' if need > 1 else ''}, but {ray.name} has {gpus:g}"
     elif ray.gpus_per_node is not None and largest > ray.gpus_per_node:
         text = f"one of {what} reserves {largest:g} GPUs, more than one node of {ray.name} has ({ray.gpus_per_node:g})"
     else:
@@ -222,7 +222,8 @@ def local_learner_gpus(cfg: RaytrainConfig, source: Source, ray: RayCpus) -> Con
     key = "learners.num_gpus_per_learner"
     return ConfigError([ConfigIssue(source.where(tuple(key.split("."))), key, (
         f"the local learner (learners.num_learners is 0: it trains in the driver's process) asks for "
-        f"{config.num_gpus_per_learner:g} GPU, but the driver's machine has {gpus:g}: set {key} to 0 to train on CPUs, "
+        f"{config.num_gpus_per_learner:g} GPU{'s' if config.num_gpus_per_learner > 1 else ''}, but the driver's machine "
+        f"has {gpus:g}: set {key} to 0 to train on CPUs, "
         "or run the driver where a GPU is"))])
 
 

@@ -651,3 +651,13 @@ def test_resuming_an_experiment_folder_names_its_latest_run(tmp_path):
                                f"`raytrain train --resume {tmp_path / '2026-11-27_11-00-00_1'}`")
     with pytest.raises(UsageError, match="is not a raytrain run folder"):
         RunFolder.open(tmp_path / "2026-11-27_10-00-00" / "checkpoints")
+
+
+def test_the_local_learner_gpu_refusal_counts_in_words(write_yaml):
+    from raytrain.config.load import load_config
+    from raytrain.training import RayCpus, local_learner_gpus
+
+    loaded = load_config(write_yaml("environment: {env: CartPole-v1}\nlearners: {num_gpus_per_learner: 2}\n"), [])
+    error = local_learner_gpus(loaded.config, loaded.source, RayCpus("a machine", 16.0, driver_gpus=1.0))
+    assert error is not None and "asks for 2 GPUs, but the driver's machine has 1: set" in str(error)
+    assert local_learner_gpus(loaded.config, loaded.source, RayCpus("a machine", 16.0, driver_gpus=2.0)) is None
