@@ -83,8 +83,18 @@ def _absolute_path(value: str, *, tilde: bool = False) -> str:
     if tilde and value.startswith("~/"):
         return os.path.expanduser(value)
     if not value.startswith("/"):
-        raise ValueError("must be an absolute path (starting with /)" + (" or ~/" if tilde else ""))
+        raise ValueError("must be an absolute path (starting with /)" + (" or ~/" if tilde else "") + variable_hint(value, tilde=tilde))
     return value
+
+
+def variable_hint(value: str, *, tilde: bool) -> str:
+    """`: ...` saying that `$HOME` and its kind stay as written, for a path that starts with one, else nothing.
+    `tilde`: the field takes `~/` (then `$HOME/x` becomes `~/x`)."""
+    if not value.startswith("$"):
+        return ""
+    home = tilde and value.startswith(("$HOME/", "${HOME}/"))
+    return (": raytrain expands no environment variable in a file (a value is used as written)"
+            + (f"; write ~/{value.split('/', 1)[1]}" if home else "; write the path itself"))
 
 
 def _path_from_home(value: str) -> str:

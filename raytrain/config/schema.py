@@ -53,7 +53,9 @@ def absolute_path(value: str) -> str:
     """`~` expanded; an error for a relative path (run folders and checkpoints must not depend on the cwd)."""
     expanded = os.path.expanduser(value)
     if not os.path.isabs(expanded):
-        raise ValueError(f"must be an absolute path (or start with ~), got {value!r}")
+        from raytrain.config.cluster import variable_hint
+
+        raise ValueError(f"must be an absolute path (or start with ~), got {value!r}{variable_hint(value, tilde=True)}")
     return expanded
 
 

@@ -799,3 +799,19 @@ def test_a_registered_env_whose_package_is_missing_exits_2_before_ray(obs_envs, 
         assert result.exit_code == 2, result.output
         assert said in " ".join(result.output.split()), result.output
     assert starts == [] and not storage.exists()
+
+
+def test_a_path_written_with_an_environment_variable_says_none_is_expanded(write_yaml):
+    """`storage_path: $HOME/runs` was refused as relative with no word on why: YAML and raytrain keep `$HOME`."""
+    from raytrain.config.cluster import load_cluster
+
+    path = write_yaml("environment: {env: CartPole-v1}\nexperiment: {storage_path: $HOME/runs}\n")
+    (msg,) = errors_of(path)
+    assert msg == (f"{path}:2: experiment.storage_path: must be an absolute path (or start with ~), got '$HOME/runs': "
+                   "raytrain expands no environment variable in a file (a value is used as written); write ~/runs")
+    cluster = write_yaml("name: x\nhead: {host: localhost}\npython: '${VENV}/bin/python'\n", "c.yaml")
+    with pytest.raises(ConfigError) as info:
+        load_cluster(cluster)
+    assert str(info.value).startswith(
+        f"{cluster}:3: python: must be an absolute path (starting with /): raytrain expands no environment variable in "
+        "a file (a value is used as written); write the path itself")
