@@ -326,6 +326,9 @@ def status(
     from raytrain.tune.report import leaderboard_table
 
     out.print(leaderboard_table(meta, trials))
+    if not trials:
+        out.print(f"no trial of {experiment_dir} has started yet: Tune has saved no trial (a sweep starting, or "
+                  "stopped before its first trial)", markup=False)
 
 
 @app.command("plot")

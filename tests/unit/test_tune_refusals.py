@@ -449,6 +449,15 @@ def test_status_reads_the_complete_copy_of_a_cut_short_experiment_state(sweep, t
     assert state.broken(exp) is None and state.repair(exp) is None
 
 
+def test_status_of_a_sweep_with_no_trial_yet_says_so(sweep, tmp_path):
+    """It printed the leaderboard's header over no row, saying nothing."""
+    exp = _meta_only_experiment(sweep, tmp_path)
+    result = invoke("tune", "status", str(exp))
+    assert result.exit_code == 0, result.output
+    assert (f"no trial of {exp} has started yet: Tune has saved no trial (a sweep starting, or stopped before its "
+            "first trial)") in " ".join(result.output.split())
+
+
 def _experiment_with_trials(sweep, statuses: list[str]) -> Path:
     """A sweep of a grid of 2 trials, with Tune's state holding a trial of each status given."""
     import json
