@@ -18,6 +18,7 @@ from raytrain.slurm import jobs
 from raytrain.slurm.script import OUTPUT_PATTERN, SCRIPT_NAME, Job, batch_script, sbatch_argv
 
 if TYPE_CHECKING:
+    from raytrain.config.schema import RaytrainConfig
     from raytrain.training import RayCpus
 
 JOBS_FILE = "slurm_jobs.txt"
@@ -88,6 +89,18 @@ def _job_ray(cfg: SlurmConfig, slurm_file: Path) -> RayCpus:
                    more_gpus=f"raise gpus_per_node in {slurm_file}")
 
 
+def _idle_gpus(cfg: SlurmConfig, train: RaytrainConfig, slurm_file: Path) -> list[str]:
+    """A warning when the job asks Slurm for GPUs that no actor of the config would use (GPUs are the
+    allocation's scarcest part, and often what a partition charges for)."""
+    from raytrain.training import trial_bundles
+
+    if not cfg.gpus_per_node or any(bundle.get("GPU", 0.0) for bundle in trial_bundles(train)):
+        return []
+    return [f"warning: {slurm_file} asks for {cfg.gpus_per_node} GPU{'s' if cfg.gpus_per_node > 1 else ''} per node "
+            "(gpus_per_node), but no actor of the config uses one: set learners.num_gpus_per_learner (or "
+            "env_runners.num_gpus_per_env_runner), or gpus_per_node: 0"]
+
+
 def _check_workdir(cfg: SlurmConfig, slurm_file: Path, folder: Path, import_paths: list[str]) -> None:
     """The user's modules that only the current directory holds must be where the job's driver runs.
 
@@ -151,6 +164,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
                        "of continuing from its checkpoint on the other nodes (set it to 2, say)")
     check(loaded, plan(loaded))
     check_cpus(loaded, _job_ray(cfg, slurm_file))
+    notices += _idle_gpus(cfg, loaded.base.config, slurm_file)
     _check_workdir(cfg, slurm_file, exp, loaded.import_paths())
     _check_folder(exp, loaded.source.where(("checkpoint", "storage_path")), "checkpoint.storage_path")
     name_override = [override_text("name", loaded.name)]
@@ -230,6 +244,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     if (unfit := observation_issue(loaded.config, loaded.source)) is not None:
         raise ConfigError([unfit])
     check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file))
+    notices += _idle_gpus(cfg, loaded.config, slurm_file)
     _check_workdir(cfg, slurm_file, run_dir, user_paths(loaded.config.environment.env))
     if resume is None:
         _check_folder(run_dir, loaded.source.where(("experiment", "storage_path")), "experiment.storage_path")

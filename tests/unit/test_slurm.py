@@ -196,6 +196,21 @@ def test_gpus_the_job_does_not_ask_slurm_for_are_refused(files, command):
     assert ok.exit_code == 0, ok.output
 
 
+@pytest.mark.parametrize("command", ["tune", "train"])
+def test_gpus_asked_of_slurm_that_no_actor_uses_are_warned_about(files, command):
+    sweep, slurm, tmp_path = files
+    target = sweep if command == "tune" else tmp_path / "base.yaml"
+    path = slurm("nodes: 2\ncpus_per_node: 2\ngpus_per_node: 2\n")
+    result = runner.invoke(app, [command, str(target), "--slurm", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert (f"warning: {path} asks for 2 GPUs per node (gpus_per_node), but no actor of the config uses one: set "
+            "learners.num_gpus_per_learner (or env_runners.num_gpus_per_env_runner), or gpus_per_node: 0"
+            ) in " ".join(result.output.split())
+    used = runner.invoke(app, [command, str(target), "--slurm", str(path), "--dry-run", "--set",
+                               f"{'set.' if command == 'tune' else ''}learners.num_gpus_per_learner=1"])
+    assert used.exit_code == 0 and "no actor of the config uses one" not in used.output, used.output
+
+
 def test_a_percent_in_the_folder_is_refused_where_it_was_written(files):
     """sbatch reads `%` in the log path as a pattern: refused at the storage path that put it there, with its
     file and line (it named only the folder)."""
