@@ -532,15 +532,21 @@ def test_a_base_that_is_another_kind_of_raytrain_file_is_named_as_such(tmp_path,
     assert "give the train config" in str(issue)
 
 
-def test_a_base_that_is_a_sweep_names_that_sweeps_own_base(tmp_path):
+def _sweep_refused(tmp_path: Path, text: str, **files: str) -> str:
+    """The ConfigError of loading sweep.yaml written with `text`, beside `files` (name: text)."""
     from raytrain.config.sweep_load import load_sweep
 
-    (tmp_path / "pbt.yaml").write_text("base: cartpole.yaml\nsearch: {algorithm: random}\n")
-    path = tmp_path / "sweep.yaml"
-    path.write_text("base: pbt.yaml\n")
+    for name, content in files.items():
+        (tmp_path / name).write_text(content)
+    (tmp_path / "sweep.yaml").write_text(text)
     with pytest.raises(ConfigError) as info:
-        load_sweep(path)
-    assert str(info.value).endswith("; that sweep's own base is cartpole.yaml")
+        load_sweep(tmp_path / "sweep.yaml")
+    return str(info.value)
+
+
+def test_a_base_that_is_a_sweep_names_that_sweeps_own_base(tmp_path):
+    said = _sweep_refused(tmp_path, "base: pbt.yaml\n", **{"pbt.yaml": "base: cartpole.yaml\nsearch: {algorithm: random}\n"})
+    assert said.endswith("; that sweep's own base is cartpole.yaml")
 
 
 @pytest.mark.parametrize(
@@ -733,12 +739,7 @@ def test_a_population_sweep_whose_trials_end_before_the_first_perturbation_is_wa
 
 
 def test_a_misspelt_base_names_the_file_meant(tmp_path):
-    from raytrain.config.sweep_load import load_sweep
-
-    (tmp_path / "ppo_cartpole.yaml").write_text("environment: {env: CartPole-v1}\n")
-    path = tmp_path / "sweep.yaml"
-    path.write_text("base: ppo_cartpol.yaml\nsearch: {algorithm: random, num_samples: 2}\n")
-    with pytest.raises(ConfigError) as info:
-        load_sweep(path)
-    assert str(info.value) == (f"{path}:1: base: no such file: {tmp_path / 'ppo_cartpol.yaml'}; did you mean "
-                               f"{tmp_path / 'ppo_cartpole.yaml'}?")
+    said = _sweep_refused(tmp_path, "base: ppo_cartpol.yaml\nsearch: {algorithm: random, num_samples: 2}\n",
+                          **{"ppo_cartpole.yaml": "environment: {env: CartPole-v1}\n"})
+    assert said == (f"{tmp_path / 'sweep.yaml'}:1: base: no such file: {tmp_path / 'ppo_cartpol.yaml'}; did you mean "
+                    f"{tmp_path / 'ppo_cartpole.yaml'}?")
