@@ -165,9 +165,10 @@ def local_ray() -> RayCpus:
 
 def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
                  ray: RayCpus, *, prefix: str = "", advice: str | None = None) -> ConfigError | None:
-    """The error for `bundles` (what `what` reserves under `cfg`) when `ray` cannot place them, else None: Ray
-    would wait for them forever, so this is found before it starts. `where` locates a dotted key in the files,
-    where the field is written `prefix` + key. `advice` replaces "lower the field, or {ray.more}"."""
+    """The error for `bundles` (what `what` reserves under `cfg`) when `ray` cannot place them, for their CPUs
+    and then their GPUs (where `ray` knows its GPUs), else None: Ray would wait for them forever, so this is
+    found before it starts. `where` locates a dotted key in the files, where the field is written `prefix` +
+    key. `advice` replaces "lower the field, or {ray.more}"."""
     need = sum(b.get("CPU", 0.0) for b in bundles)
     largest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
     if need > ray.total or ray.per_node is not None and largest > ray.per_node:
