@@ -79,22 +79,28 @@ TRIAL_ACTORS = "each trial's actors (main process and learner, env runners)"
 def cpu_field(cfg: RaytrainConfig) -> tuple[str, str]:
     """The field to lower when the CPUs do not suffice: the count of the actors that reserve the most CPUs
     (env runners on a tie), else the main process's; and a note when it is unset (RLlib's default applies)."""
+    groups = _actor_bundles(cfg)
+    cpus = {key: sum(b.get("CPU", 0.0) for b in bundles) for key, bundles in groups.items() if key != "main"}
+    key = max(cpus, key=lambda k: cpus[k])  # the first of the largest: env runners on a tie
+    if not cpus[key]:
+        return "resources.num_cpus_for_main_process", ""
+    if key == "env_runners.num_env_runners" and cfg.env_runners.num_env_runners is None:
+        return key, f" (unset: RLlib's default is {len(groups[key])})"
+    return key, ""
+
+
+def _actor_bundles(cfg: RaytrainConfig) -> dict[str, list[dict[str, float]]]:
+    """`trial_bundles(cfg)` by kind of actor, each under the field that counts those actors (env runners
+    first), and the main process's under `main`."""
     from raytrain.rllib.translate import build_ppo_config
 
     config = build_ppo_config(cfg)
     bundles = trial_bundles(cfg)
     # RLlib's order: the main process, the env runners, the evaluation env runners, the remote learners.
     runners, learners = config.num_env_runners, config.num_learners
-    groups = [("env_runners.num_env_runners", bundles[1:1 + runners]),
-              ("learners.num_learners", bundles[len(bundles) - learners:] if learners else []),
-              ("evaluation.evaluation_num_env_runners", bundles[1 + runners:len(bundles) - learners])]
-    cpus = {key: sum(b.get("CPU", 0.0) for b in group) for key, group in groups}
-    key = max(cpus, key=lambda k: cpus[k])  # the first of the largest: env runners on a tie
-    if not cpus[key]:
-        return "resources.num_cpus_for_main_process", ""
-    if key == "env_runners.num_env_runners" and cfg.env_runners.num_env_runners is None:
-        return key, f" (unset: RLlib's default is {runners})"
-    return key, ""
+    end = len(bundles) - learners
+    return {"env_runners.num_env_runners": bundles[1:1 + runners], "learners.num_learners": bundles[end:],
+            "evaluation.evaluation_num_env_runners": bundles[1 + runners:end], "main": bundles[:1]}
 
 
 def connect_for_build(address: str | None) -> str:
@@ -197,14 +203,10 @@ def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Ca
 def gpu_field(cfg: RaytrainConfig) -> str:
     """The per-actor GPU field of the actors that ask for the most GPUs: the env runners' (evaluation runners
     included) or the learners' (the local learner included)."""
-    from raytrain.rllib.translate import build_ppo_config
-
-    config = build_ppo_config(cfg)
-    bundles = trial_bundles(cfg)
-    learners = config.num_learners
-    runners = sum(b.get("GPU", 0.0) for b in bundles[1:len(bundles) - learners])
-    return "env_runners.num_gpus_per_env_runner" if runners > sum(b.get("GPU", 0.0) for b in bundles) - runners \
-        else "learners.num_gpus_per_learner"
+    gpus = {key: sum(b.get("GPU", 0.0) for b in bundles) for key, bundles in _actor_bundles(cfg).items()}
+    runners = gpus["env_runners.num_env_runners"] + gpus["evaluation.evaluation_num_env_runners"]
+    learners = gpus["learners.num_learners"] + gpus["main"]
+    return "env_runners.num_gpus_per_env_runner" if runners > learners else "learners.num_gpus_per_learner"
 
 
 def local_learner_gpus(cfg: RaytrainConfig, source: Source, ray: RayCpus) -> ConfigError | None:

@@ -324,12 +324,12 @@ def _not_a_file(path: Path) -> str:
         return f"is a folder: give one of its YAML files ({shown})"
     if path.exists():
         return "is not a regular file: give a YAML file"
-    near = near_file(path)
-    return f"no such file; did you mean {near}?" if near else "no such file"
+    return f"no such file{did_you_mean(path)}"
 
 
-def near_file(path: Path) -> Path | None:
-    """The file beside `path`, which does not exist, whose name is nearest to its name (a typo), if any."""
+def did_you_mean(path: Path) -> str:
+    """`; did you mean F?` for the file F beside `path`, which does not exist, whose name is nearest to its
+    name (a typo), or nothing."""
     import difflib
 
     folder = path.parent
@@ -338,7 +338,7 @@ def near_file(path: Path) -> Path | None:
     except OSError:
         names = []
     near = difflib.get_close_matches(path.name, names, n=1, cutoff=0.8)
-    return folder / near[0] if near else None
+    return f"; did you mean {folder / near[0]}?" if near else ""
 
 
 def parse_override(text: str) -> tuple[Path_, Any]:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from raytrain.config.kind import other_kind, wrong_kind
 from raytrain.config.load import LoadedConfig, load_source, pydantic_issues
 from raytrain.config.schema import SECTIONS, section_keys
-from raytrain.config.source import Source, apply_overrides, near_file, read_yaml
+from raytrain.config.source import Source, apply_overrides, did_you_mean, read_yaml
 from raytrain.config.sweep import SweepConfig
 from raytrain.errors import ConfigError, ConfigIssue
 from raytrain.metrics import known_metrics
@@ -302,9 +302,8 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
             raise ConfigError([ConfigIssue(source.where(("base",)), "base",
                                            f"{base_path} is a folder: give the train config's file in it")])
         if not base_path.is_file():
-            near = near_file(base_path)
-            hint = f"; did you mean {near}?" if near else ""
-            raise ConfigError([ConfigIssue(source.where(("base",)), "base", f"no such file: {base_path}{hint}")])
+            raise ConfigError([ConfigIssue(source.where(("base",)), "base",
+                                           f"no such file: {base_path}{did_you_mean(base_path)}")])
         base_source = read_yaml(base_path)
         if found := other_kind(base_source, "train"):
             # Not a train config with mistakes: every one of its sections would be "unknown".

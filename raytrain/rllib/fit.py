@@ -51,14 +51,10 @@ def _saved_shapes(checkpoint: Path) -> dict[str, tuple[int, ...]] | None:
     return {key: tuple(np.shape(value)) for key, value in state.items()} if isinstance(state, dict) else None
 
 
-class _NotInstalled(Exception):
-    """Gymnasium's DependencyNotInstalled, met making the env: an install step, not the env's own error."""
-
-
 def _make_env(config: Any) -> Any:
     """One env as RLlib's env runners make it from the PPOConfig `config`, or None when it cannot be made here
-    (the env's own errors: RLlib reports them when it makes the env). Raises _NotInstalled when a package the
-    env needs is missing."""
+    (the env's own errors: RLlib reports them when it makes the env). Gymnasium's DependencyNotInstalled (a
+    package the env needs is missing: an install step, not the env's own error) is raised."""
     import gymnasium
     from gymnasium.error import DependencyNotInstalled
     from ray.rllib.env.env_context import EnvContext
@@ -68,8 +64,8 @@ def _make_env(config: Any) -> Any:
         if callable(maker):
             return maker(EnvContext(dict(config.env_config), worker_index=0))
         return gymnasium.make(maker, **config.env_config)
-    except DependencyNotInstalled as exc:
-        raise _NotInstalled(str(exc)) from None
+    except DependencyNotInstalled:
+        raise
     except Exception:
         return None
 
@@ -84,6 +80,7 @@ def observation_problem(cfg: RaytrainConfig) -> str | None:
     one env made in this process (the env's make time; the catalog builds no network). An env Gymnasium
     cannot make for a missing package (`LunarLander-v3` without Box2D) failed the same way: said here too.
     """
+    from gymnasium.error import DependencyNotInstalled
     from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 
     from raytrain.rllib.translate import build_ppo_config
@@ -91,7 +88,7 @@ def observation_problem(cfg: RaytrainConfig) -> str | None:
     config = build_ppo_config(cfg)
     try:
         env = _make_env(config)
-    except _NotInstalled as exc:
+    except DependencyNotInstalled as exc:
         return (f"{cfg.environment.env!r} cannot be made here: a package it needs is not installed: {exc} (install it "
                 "into the Python that runs raytrain, and on every node of a cluster)")
     if env is None:
@@ -147,12 +144,14 @@ def _flatten_hint(env: str) -> str:
 
 def _built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:
     """The shapes of the network `cfg` builds, or None when its env cannot be made here (RLlib says why later)."""
+    from gymnasium.error import DependencyNotInstalled
+
     from raytrain.rllib.translate import build_ppo_config
 
     config = build_ppo_config(cfg)
     try:
         env = _make_env(config)
-    except _NotInstalled:
+    except DependencyNotInstalled:
         return None  # left to RLlib's build, as the env's own errors are
     if env is None:
         return None

@@ -210,7 +210,6 @@ def test_gpus_the_machine_does_not_have_are_exit_2_before_ray_at_the_gpu_field(w
     from raytrain.config.load import load_config
     from raytrain.training import RayCpus, check_train_cpus
 
-    monkeypatch.setattr(raytrain.training, "local_gpus", lambda: 0.0)
     monkeypatch.setattr(raytrain.training, "local_ray", lambda: RayCpus("a local Ray on this machine", 4.0, gpus=0.0,
                                                                         driver_gpus=0.0))
     path = write_yaml("environment: {env: CartPole-v1}\n" + text + f"experiment: {{storage_path: {tmp_path / 'runs'}}}\n")
