@@ -20,6 +20,26 @@ Meaning of the metrics people stop and rank on:
 import math
 from typing import Any
 
+
+def metric_text(value: object) -> str:
+    """A metric as `raytrain train`'s line and a sweep's tables print it: `-` when there is none (None, NaN); a
+    whole number of 1,000 or more as one; one decimal from 1 up (and for 0); three significant digits between
+    -1 and 1, where the returns of a sparse-reward env lie (one decimal showed 0.9548 as `1.0`)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1000:
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+    return f"{value:,}"
+
+
+def count_text(value: object) -> str:
+    """A count (env steps, episodes), which RLlib reports as a float: `403`, not `403.0`."""
+    if isinstance(value, float) and value.is_integer():
+        return f"{int(value):,}"
+    return metric_text(value)
+
 TRAIN_METRICS = frozenset(
     {
         "env_runner_group/actor_manager_num_outstanding_async_reqs",

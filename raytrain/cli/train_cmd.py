@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -23,20 +22,11 @@ from raytrain.cli.common import (
 )
 from raytrain.cli.slurm_cmd import SlurmOption
 from raytrain.cli.slurm_cmd import submit as slurm_submit
+from raytrain.metrics import count_text, metric_text
 
 if TYPE_CHECKING:
     from raytrain.config.schema import RaytrainConfig
     from raytrain.training import IterationReport
-
-
-def _fmt(value: object) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float) and value.is_integer() and abs(value) >= 1000:
-        return f"{int(value):,}"
-    if isinstance(value, float):
-        return f"{value:,.1f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
-    return f"{value:,}"
 
 
 EVAL_RETURN = "evaluation/env_runners/episode_return_mean"
@@ -46,14 +36,14 @@ def _progress_line(report: IterationReport, cfg: RaytrainConfig, started: float)
     m = report.metrics
     parts = [
         f"iter {report.iteration:>4}",
-        f"return(last {cfg.experiment.return_window}) {_fmt(m.get(cfg.return_metric)):>7}",
-        f"iter-mean {_fmt(m.get('env_runners/episode_return_mean')):>7}",
-        f"steps {_fmt(m.get('num_env_steps_sampled_lifetime')):>9}",
-        f"{_fmt(report.steps_per_s):>7} steps/s",
+        f"return(last {cfg.experiment.return_window}) {metric_text(m.get(cfg.return_metric)):>7}",
+        f"iter-mean {metric_text(m.get('env_runners/episode_return_mean')):>7}",
+        f"steps {count_text(m.get('num_env_steps_sampled_lifetime')):>9}",
+        f"{metric_text(report.steps_per_s):>7} steps/s",
         f"{time.perf_counter() - started:6.1f}s",
     ]
     if (evaluated := m.get(EVAL_RETURN)) is not None:  # RLlib repeats the last evaluation's until the next
-        parts.insert(3, f"eval {_fmt(evaluated):>7}")
+        parts.insert(3, f"eval {metric_text(evaluated):>7}")
     for key, done in report.stop_progress.items():
         if done is not None:
             parts.append(f"{'eval ' if key.startswith('evaluation/') else ''}{key.rsplit('/', 1)[-1]} {done:.0f}%")

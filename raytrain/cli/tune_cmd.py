@@ -376,6 +376,7 @@ def _last_line(error_file: str | None) -> str:
 
 def _report(exp_dir: Path) -> list[TrialSummary]:
     """Print the leaderboard and what the best trial left; return the trials read (best first)."""
+    from raytrain.metrics import metric_text
     from raytrain.tune.report import leaderboard_table
     from raytrain.tune.results import summarize
 
@@ -383,7 +384,7 @@ def _report(exp_dir: Path) -> list[TrialSummary]:
     out.print(leaderboard_table(meta, trials))
     if trials and trials[0].metric_last is not None:
         best = trials[0]
-        out.print(f"best trial: {best.name}: {meta['metric']} = {best.metric_last:.1f}", markup=False)
+        out.print(f"best trial: {best.name}: {meta['metric']} = {metric_text(best.metric_last)}", markup=False)
         out.print(f"best hyperparameters: {json.dumps(best.hyperparameters)}", markup=False)
         hint = f"  (raytrain eval {shlex.quote(str(best.checkpoint))})" if best.checkpoint else ""
         out.print(f"best checkpoint: {best.checkpoint}{hint}", markup=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from raytrain.metrics import metric_text
 from raytrain.tune.results import LEADERBOARD_FILE, TrialSummary, read_meta
 
 if TYPE_CHECKING:
@@ -50,11 +50,6 @@ def write_best_config(exp_dir: Path, best: TrialSummary) -> Path:
     path = exp_dir / "best.yaml"
     path.write_text(header + yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def metric_text(value: float | None) -> str:
-    """A metric in a table cell: one decimal, `-` when there is none (or NaN)."""
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.1f}"
 
 
 def hyperparameter_text(value: Any) -> str:

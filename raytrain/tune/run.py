@@ -19,10 +19,11 @@ from ray.tune import Callback
 
 from raytrain.config.sweep_load import LoadedSweep
 from raytrain.errors import SweepError
+from raytrain.metrics import metric_text
 from raytrain.runs import append_command, process_now, versions, write_atomic
 from raytrain.tune import TRIAL_KEY, state
 from raytrain.tune.plots import plot
-from raytrain.tune.report import metric_text, trial_table, write_best_config, write_leaderboard
+from raytrain.tune.report import trial_table, write_best_config, write_leaderboard
 from raytrain.tune.results import META_FILE, SWEEP_FILE, metric_value, summarize
 
 if TYPE_CHECKING:

@@ -76,3 +76,47 @@ def test_the_progress_line_shows_the_evaluation_return_and_tells_its_stop_from_t
     assert "| eval    44.0 |" in line
     assert "| eval episode_return_mean 40% |" in line and line.endswith("| episode_return_mean 10%")
     assert "eval" not in _progress_line(IterationReport(1, {"env_runners/episode_return_mean": 25.0}, 1000.0, {}), cfg, 0.0)
+
+
+def test_returns_between_minus_one_and_one_keep_their_digits_in_every_table():
+    """A sweep's tables printed every metric with one decimal: an env whose returns lie in [0, 1] showed 0.9548
+    as `1.0` (and `best trial: ... = 1.0`), and trials at 0.031 and 0.044 both as `0.0`, ranked for no visible
+    reason. `raytrain train`'s line kept three digits there; both now print a metric the same way. Env steps
+    are a count: the line printed 403 of them as `403.0`."""
+    from raytrain.cli.train_cmd import _progress_line
+    from raytrain.config.load import load_source
+    from raytrain.config.source import Source
+    from raytrain.metrics import metric_text
+    from raytrain.training import IterationReport
+    from raytrain.tune.report import leaderboard_table
+    from raytrain.tune.results import TrialSummary
+
+    assert [metric_text(v) for v in (0.9548, 0.0312, -0.004, 0.0, 465.64, -1248.53, 2500.0, None, math.nan)] == [
+        "0.955", "0.0312", "-0.004", "0.0", "465.6", "-1,248.5", "2,500", "-", "-"]
+
+    def trial(i: int, last: float, best: float) -> TrialSummary:
+        return TrialSummary(f"0000{i}", f"s_0000{i}", "TERMINATED", 3, last, best, 1203, {}, None, "")
+
+    table = leaderboard_table({"name": "s", "algorithm": "random", "metric": "m", "mode": "max"},
+                              [trial(0, 0.9548, 0.9612), trial(1, 0.044, 0.05), trial(2, 0.031, 0.031)])
+    cells = [list(column.cells) for column in table.columns]
+    assert cells[4] == ["0.955", "0.044", "0.031"] and cells[5] == ["0.961", "0.05", "0.031"]
+
+    cfg = load_source(Source({"environment": {"env": "CartPole-v1"}}, {}, "c.yaml")).config
+    line = _progress_line(IterationReport(1, {"raytrain/episode_return_mean_100": 0.614,
+                                              "env_runners/episode_return_mean": 0.614,
+                                              "num_env_steps_sampled_lifetime": 403.0}, 1756.9, {}), cfg, 0.0)
+    assert "return(last 100)   0.614 |" in line and "| steps       403 |" in line
+
+
+def test_the_best_trial_line_gives_the_metric_as_the_leaderboard_does(tmp_path, monkeypatch, capsys):
+    """`best trial: ... = 1.0` said a trial at 0.9548 had reached 1.0."""
+    import raytrain.tune.results
+    from raytrain.cli.tune_cmd import _report
+    from raytrain.tune.results import TrialSummary
+
+    best = TrialSummary("00001", "s_00001", "TERMINATED", 3, 0.9548, 0.9548, 1203, {"training.lr": 0.001}, None, "")
+    monkeypatch.setattr(raytrain.tune.results, "summarize",
+                        lambda exp: ({"name": "s", "algorithm": "random", "metric": "m", "mode": "max"}, [best]))
+    _report(tmp_path)
+    assert "best trial: s_00001: m = 0.955\n" in capsys.readouterr().out
