@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, field_serializer, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from raytrain.config.yaml_bools import RefuseBoolsForNumbers
@@ -422,6 +422,10 @@ class RaytrainConfig(RefuseBoolsForNumbers):
     stop: dict[str, float] = Field(default_factory=dict)
     """Stop when any reported metric reaches its threshold (>=), e.g. `raytrain/episode_return_mean_100: 450`."""
 
+    @field_serializer("stop")
+    def _stop_as_written(self, stop: dict[str, float]) -> dict[str, float | int]:
+        return thresholds_as_written(stop)
+
     @model_validator(mode="after")
     def _default_name(self) -> RaytrainConfig:
         if self.experiment.name is None:
@@ -441,6 +445,12 @@ class RaytrainConfig(RefuseBoolsForNumbers):
         file stays short and portable: `~/raytrain_results`, not the converting machine's home).
         """
         return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=only_written)
+
+
+def thresholds_as_written(stop: dict[str, float]) -> dict[str, float | int]:
+    """Stop thresholds for a file: a whole number as the integer it was written as (`training_iteration: 3`,
+    not `3.0`); the schema keeps them as floats."""
+    return {k: int(v) if v.is_integer() else v for k, v in stop.items()}
 
 
 SECTIONS: dict[str, type[_Section]] = {

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_serializer, field_validator, model_validator
 
-from raytrain.config.schema import Seed, absolute_path, folder_name
+from raytrain.config.schema import Seed, absolute_path, folder_name, thresholds_as_written
 from raytrain.sweeps import AlgorithmName
 from raytrain.sweeps.asha import ASHAConfig
 from raytrain.sweeps.optuna import OptunaConfig
@@ -95,6 +95,10 @@ class SweepConfig(Section):
     """Reuse trial actors between trials (saves start-up time). Default: on for pbt and pb2, off otherwise."""
 
     _name = field_validator("name")(classmethod(lambda cls, value: value if value is None else folder_name(value)))
+
+    @field_serializer("stop")
+    def _stop_as_written(self, stop: dict[str, float]) -> dict[str, float | int]:
+        return thresholds_as_written(stop)
 
     @model_validator(mode="after")
     def _one_base(self) -> SweepConfig:

@@ -81,3 +81,24 @@ def test_config_validate_takes_every_shipped_file_and_writes_nothing(tmp_path, m
         assert f"ok: {path} ({kind}: " in result.output
     assert "error" not in result.output
     assert list(home.iterdir()) == []
+
+
+def test_whole_stop_thresholds_are_written_as_written():
+    """Every stop threshold became a float: the run folder's config.yaml, `best.yaml` and `config show` (of a
+    train config or a sweep) wrote `training_iteration: 3.0` and `raytrain/episode_return_mean_100: 450.0` for
+    a file that says 3 and 450."""
+    import yaml
+
+    from raytrain.config.load import load_source
+    from raytrain.config.source import Source
+    from raytrain.config.sweep import SweepConfig
+
+    stop = {"training_iteration": 3, "raytrain/episode_return_mean_100": 450, "time_total_s": 90.5}
+    cfg = load_source(Source({"environment": {"env": "CartPole-v1"}, "stop": stop}, {}, "c.yaml")).config
+    written = yaml.safe_dump(cfg.to_yaml_dict())
+    assert "training_iteration: 3\n" in written and "raytrain/episode_return_mean_100: 450\n" in written
+    assert "time_total_s: 90.5\n" in written
+    assert yaml.safe_load(written)["stop"] == stop
+    sweep = SweepConfig.model_validate({"base": "b.yaml", "stop": stop})
+    assert yaml.safe_load(yaml.safe_dump(sweep.model_dump(mode="json")))["stop"] == stop
+    assert "training_iteration: 3\n" in yaml.safe_dump(sweep.model_dump(mode="json"))
