@@ -147,6 +147,16 @@ class RayCpus:
     """The GPUs of the machine `train`'s driver runs on, where its local learner (no remote learners) trains."""
     more_gpus: str | None = None
     """What to do instead of lowering the config's GPUs (default: `more`)."""
+    custom: dict[str, float] = field(default_factory=dict)
+    """Its custom resources in total (a node's `resources:` in a cluster file, `ray start --resources`): a
+    local Ray or a Slurm job's Ray has none. Ray's own, named with a `:` (`node:<ip>`, `accelerator_type:A100`),
+    are known only where `live`."""
+    custom_per_node: dict[str, float] | None = None
+    """The most of each that one node has, where there are several nodes."""
+    live: bool = False
+    """Described by a running Ray (`connected_ray`): every resource it has is known."""
+    more_custom: str = "join a cluster whose nodes have it (--address, --cluster)"
+    """What to do instead of removing or lowering a custom resource."""
 
 
 def _counted(value: float | Callable[[], float] | None) -> float | None:
@@ -171,9 +181,9 @@ def local_ray() -> RayCpus:
 
 def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
                  ray: RayCpus, *, prefix: str = "", advice: str | None = None) -> ConfigError | None:
-    """The error for `bundles` (what `what` reserves under `cfg`) when `ray` cannot place them, for their CPUs
-    and then their GPUs (where `ray` knows its GPUs), else None: Ray would wait for them forever, so this is
-    found before it starts. `where` locates a dotted key in the files, where the field is written `prefix` +
+    """The error for `bundles` (what `what` reserves under `cfg`) when `ray` cannot place them, for their CPUs,
+    then their GPUs (where `ray` knows its GPUs), then their custom resources, else None: Ray would wait for
+    them forever, so this is found before it starts. `where` locates a dotted key in the files, where the field is written `prefix` +
     key. `advice` replaces "lower the field, or {ray.more}"."""
     need = sum(b.get("CPU", 0.0) for b in bundles)
     largest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
@@ -185,6 +195,12 @@ def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Ca
             text = f"one of {what} reserves {largest:g} CPUs, more than one node of {ray.name} has ({ray.per_node:g})"
         return ConfigError([ConfigIssue(where(key), prefix + key,
                                         f"{text}: {advice or f'lower {key} (or the CPUs per actor), or {ray.more}'}")])
+    return (_too_few_gpus(bundles, cfg, where, what, ray, prefix=prefix, advice=advice)
+            or _missing_custom(bundles, cfg, where, what, ray, prefix=prefix, advice=advice))
+
+
+def _too_few_gpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
+                  ray: RayCpus, *, prefix: str, advice: str | None) -> ConfigError | None:
     need = sum(b.get("GPU", 0.0) for b in bundles)
     if not need or (gpus := _counted(ray.gpus)) is None:
         return None
@@ -198,6 +214,42 @@ def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Ca
     key = gpu_field(cfg)
     return ConfigError([ConfigIssue(where(key), prefix + key, f"{text}: "
                                     f"{advice or f'lower {key} (0 trains on CPUs), or {ray.more_gpus or ray.more}'}")])
+
+
+def _missing_custom(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None],
+                    what: str, ray: RayCpus, *, prefix: str, advice: str | None) -> ConfigError | None:
+    """The error for the first custom resource of `bundles` that `ray` lacks or has too little of: Ray waited
+    for it forever ("No available node types can fulfill resource request {'CPU': 1.0, 'lab_sensor': 1.0}")."""
+    names = sorted({name for b in bundles for name in b if name not in ("CPU", "GPU")})
+    for name in names:
+        if ":" in name and not ray.live:
+            continue  # Ray's own (`node:<ip>`), known only to a running Ray
+        need = sum(b.get(name, 0.0) for b in bundles)
+        largest = max(b.get(name, 0.0) for b in bundles)
+        have = ray.custom.get(name, 0.0)
+        per_node = (ray.custom_per_node or {}).get(name, 0.0)
+        if not need:
+            continue
+        if need > have:
+            text = f"{what} reserve {need:g} of the resource '{name}', but {ray.name} has {have:g}"
+        elif ray.custom_per_node is not None and largest > per_node:
+            text = f"one of {what} reserves {largest:g} of the resource '{name}', more than one node of {ray.name} has ({per_node:g})"
+        else:
+            continue
+        key = custom_field(cfg, name)
+        return ConfigError([ConfigIssue(where(key), prefix + key,
+                                        f"{text}: {advice or f'remove or lower it, or {ray.more_custom}'}")])
+    return None
+
+
+def custom_field(cfg: RaytrainConfig, name: str) -> str:
+    """The field that asks for the custom resource `name`: the env runners' (evaluation runners included) or
+    the remote learners', whichever reserve more of it."""
+    amounts = {key: sum(b.get(name, 0.0) for b in bundles) for key, bundles in _actor_bundles(cfg).items()}
+    runners = amounts["env_runners.num_env_runners"] + amounts["evaluation.evaluation_num_env_runners"]
+    section = "env_runners.custom_resources_per_env_runner" if runners >= amounts["learners.num_learners"] \
+        else "learners.custom_resources_per_learner"
+    return f"{section}.{name}"
 
 
 def gpu_field(cfg: RaytrainConfig) -> str:
@@ -256,11 +308,16 @@ def connected_ray(where: str) -> RayCpus:
     alive = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
     cpus = [float(resources.get("CPU", 0.0)) for resources in alive]
     gpus = [float(resources.get("GPU", 0.0)) for resources in alive]
+    names = {name for resources in alive for name in resources}
+    custom = {name: sum(float(r.get(name, 0.0)) for r in alive) for name in names}
+    most = {name: max(float(r.get(name, 0.0)) for r in alive) for name in names}
     count = f"{len(cpus)} node{'s' if len(cpus) != 1 else ''}"
     return RayCpus(f"the {where} ({count}, {sum(cpus):g} CPUs)", sum(cpus),
                    per_node=max(cpus) if len(cpus) > 1 else None, more="add nodes with CPUs to it",
                    gpus=sum(gpus), gpus_per_node=max(gpus) if len(gpus) > 1 else None, driver_gpus=local_gpus,
-                   more_gpus="add nodes with GPUs to it")
+                   more_gpus="add nodes with GPUs to it", custom=custom, custom_per_node=most if len(alive) > 1 else None,
+                   live=True, more_custom="give it to a node (`resources:` of the node in the cluster file, or "
+                   "`ray start --resources`)")
 
 
 class Trainer:

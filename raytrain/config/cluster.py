@@ -7,6 +7,7 @@ import os
 import posixpath
 import re
 import socket
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,6 +25,17 @@ _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\$?$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
 _RESOURCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
+RAY_OWN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def resource_names_problem(names: Iterable[str], instead: str) -> str | None:
+    """What is wrong with custom resource names (a node's `resources:`, an actor's custom resources): Ray's
+    own (`CPU`, ...) are `instead`; anything but letters, digits and `_.:/-` reaches `ray start` and Ray."""
+    bad = [k for k in names if not _RESOURCE.fullmatch(k)]
+    if bad:
+        return f"resource names must be letters, digits and `_.:/-`, starting with a letter or `_`: {bad}"
+    reserved = [k for k in names if k in RAY_OWN_RESOURCES]
+    return f"{reserved}: Ray's own resources, not custom ones: {instead}" if reserved else None
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_./-]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$")
 EXPORT_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
@@ -240,12 +252,8 @@ class NodeConfig(_Section):
     @field_validator("resources")
     @classmethod
     def _resources(cls, value: dict[str, float]) -> dict[str, float]:
-        bad = [k for k in value if not _RESOURCE.fullmatch(k)]
-        if bad:
-            raise ValueError(f"resource names must be letters, digits and `_.:/-`, starting with a letter or `_`: {bad}")
-        reserved = [k for k in value if k in ("CPU", "GPU", "memory", "object_store_memory")]
-        if reserved:
-            raise ValueError(f"{reserved}: use num_cpus, num_gpus or object_store_memory instead")
+        if problem := resource_names_problem(value, "use num_cpus, num_gpus or object_store_memory instead"):
+            raise ValueError(problem)
         nonfinite = [k for k, v in value.items() if not (v >= 0 and v != float("inf"))]
         if nonfinite:
             raise ValueError(f"resource amounts must be finite and >= 0: {nonfinite}")

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, StrictBool, field_serializer, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, field_serializer, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from raytrain.config.yaml_bools import RefuseBoolsForNumbers
@@ -57,6 +57,22 @@ def absolute_path(value: str) -> str:
 
         raise ValueError(f"must be an absolute path (or start with ~), got {value!r}{variable_hint(value, tilde=True)}")
     return expanded
+
+
+def custom_resources(per: str) -> Callable[[dict[str, float] | None], dict[str, float] | None]:
+    """The check of an actor's custom resources (`custom_resources_per_<per>`): names a Ray takes, none of
+    Ray's own (`{CPU: 1}` failed once Ray had started: "Use the 'num_cpus' ... keyword instead")."""
+
+    def check(value: dict[str, float] | None) -> dict[str, float] | None:
+        from raytrain.config.cluster import resource_names_problem
+
+        instead = (f"reserve CPUs and GPUs with num_cpus_per_{per} and num_gpus_per_{per}; RLlib reserves no memory "
+                   "per actor")
+        if value is not None and (problem := resource_names_problem(value, instead)):
+            raise ValueError(problem)
+        return value
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -213,8 +229,9 @@ class EnvRunnersConfig(_Section):
     """CPUs reserved for each EnvRunner actor."""
     num_gpus_per_env_runner: float | None = Field(default=None, ge=0)
     """GPUs reserved for each EnvRunner actor (fractions allowed)."""
-    custom_resources_per_env_runner: dict[str, NonNegative] | None = None
-    """Custom Ray resources each EnvRunner needs, e.g. `{node_m8: 0.01}`."""
+    custom_resources_per_env_runner: Annotated[dict[str, NonNegative] | None,
+                                               AfterValidator(custom_resources("env_runner"))] = None
+    """Custom Ray resources each EnvRunner needs, e.g. `{node_m8: 0.01}`: checked against the Ray's (a local Ray has none); not Ray's own (`CPU`, `GPU`, `memory`)."""
     explore: bool | None = None
     """Sample stochastic actions while training (true) or greedy ones."""
     sample_timeout_s: float | None = Field(default=None, gt=0)
@@ -366,8 +383,9 @@ class LearnersConfig(_Section):
     """GPUs per Learner actor (fractions allowed)."""
     local_gpu_idx: int | None = Field(default=None, ge=0)
     """GPU index the local Learner uses when `num_learners` is 0."""
-    custom_resources_per_learner: dict[str, NonNegative] | None = None
-    """Custom Ray resources each Learner needs."""
+    custom_resources_per_learner: Annotated[dict[str, NonNegative] | None,
+                                            AfterValidator(custom_resources("learner"))] = None
+    """Custom Ray resources each remote Learner needs: checked against the Ray's (a local Ray has none); not Ray's own (`CPU`, `GPU`, `memory`)."""
 
 
 class ResourcesConfig(_Section):

@@ -78,6 +78,32 @@ def test_a_joined_cluster_without_the_gpus_the_config_asks_for_exits_2(ray_sessi
     assert _listing(tmp_path) == before
 
 
+@pytest.mark.parametrize("command", ["train", "tune"])
+def test_a_joined_cluster_without_a_custom_resource_the_config_asks_for_exits_2(ray_session, tmp_path, command):
+    """Env runners asking for a custom resource no node of the joined Ray has: Ray waited forever ("No available
+    node types can fulfill resource request {'CPU': 1.0, 'lab_sensor': 1.0}"). The joined Ray's own resources
+    count: its node's `node:<ip>` is found, and asking for more of it than the node has is refused."""
+    address = ray_session.get_runtime_context().gcs_address
+    _write_configs(tmp_path, 1)
+    base = tmp_path / "base.yaml"
+    target = str(tmp_path / f"{'base' if command == 'train' else 'sweep'}.yaml")
+    text = base.read_text()
+    base.write_text(text.replace("num_env_runners: 1", "num_env_runners: 1, custom_resources_per_env_runner: {lab_sensor: 1}"))
+    before = _listing(tmp_path)
+    result = _raytrain(command, target, "--address", address)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert f"{base}:3: env_runners.custom_resources_per_env_runner.lab_sensor: " in result.stderr
+    assert (f"reserve 1 of the resource 'lab_sensor', but the Ray cluster at {address} (1 node, 2 CPUs) has 0: remove "
+            "or lower it, or give it to a node (`resources:` of the node in the cluster file, or `ray start "
+            "--resources`)") in " ".join(result.stderr.split())
+    assert _listing(tmp_path) == before
+    node = next(name for name in ray_session.cluster_resources() if name.startswith("node:") and name != "node:__internal_head__")
+    base.write_text(text.replace("num_env_runners: 1", f"num_env_runners: 1, custom_resources_per_env_runner: {{'{node}': 2}}"))
+    result = _raytrain(command, target, "--address", address)
+    assert result.returncode == 2 and f"reserve 2 of the resource '{node}', but the Ray cluster" in result.stderr, \
+        result.stderr[-3000:]
+
+
 @pytest.mark.parametrize(("command", "mode"), [("train", None), ("tune", None), ("run", None), ("train", "token")])
 def test_a_cluster_that_wants_a_token_this_driver_lacks_is_exit_2_saying_how_to_give_it(ray_session, tmp_path, command,
                                                                                         mode):

@@ -222,6 +222,70 @@ def test_gpus_the_machine_does_not_have_are_exit_2_before_ray_at_the_gpu_field(w
     check_train_cpus(loaded.config, loaded.source, RayCpus("a machine with a GPU", 4.0, gpus=1.0, driver_gpus=1.0))
 
 
+CUSTOM_CASES = [
+    ("env_runners:\n  num_env_runners: 1\n  custom_resources_per_env_runner:\n    lab_sensor: 1\n", 5,
+     "env_runners.custom_resources_per_env_runner.lab_sensor", "reserve 1 of the resource 'lab_sensor', but a local "
+     "Ray on this machine has 0: remove or lower it, or join a cluster whose nodes have it (--address, --cluster)"),
+    ("env_runners: {num_env_runners: 0}\nlearners: {num_learners: 1, custom_resources_per_learner: {fpga: 0.5}}\n", 3,
+     "learners.custom_resources_per_learner.fpga", "reserve 0.5 of the resource 'fpga', but a local Ray on this "
+     "machine has 0: remove or lower it, or join a cluster whose nodes have it (--address, --cluster)"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "key", "said"), CUSTOM_CASES, ids=["env runners", "learners"])
+def test_custom_resources_a_local_ray_lacks_are_exit_2_before_ray_at_the_resource(write_yaml, tmp_path, no_ray_start,
+                                                                                   text, line, key, said):
+    """`custom_resources_per_env_runner: {lab_sensor: 1}` on a local Ray (which has no custom resources): Ray
+    waited forever, printing "No available node types can fulfill resource request {'CPU': 1.0, 'lab_sensor':
+    1.0}" every 35 s, as it did for GPUs."""
+    from raytrain.config.load import load_config
+    from raytrain.training import RayCpus, check_train_cpus
+
+    path = write_yaml("environment: {env: CartPole-v1}\n" + text + f"experiment: {{storage_path: {tmp_path / 'runs'}}}\n")
+    for args in (["train", str(path)], ["train", str(path), "--dry-run"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert f"error: {path}:{line}: {key}: the config's actors (env runners, learners, evaluation runners) {said}" in \
+            " ".join(result.output.split())
+    assert not (tmp_path / "runs").exists()
+    loaded = load_config(path, [])
+    check_train_cpus(loaded.config, loaded.source, RayCpus("a cluster", 4.0, custom={"lab_sensor": 1.0, "fpga": 1.0}))
+    with pytest.raises(ConfigError, match="more than one node of a cluster has"):
+        check_train_cpus(loaded.config, loaded.source, RayCpus("a cluster", 4.0, custom={"lab_sensor": 2.0, "fpga": 2.0},
+                                                               custom_per_node={"lab_sensor": 0.25, "fpga": 0.25}))
+
+
+def test_ray_own_resources_named_with_a_colon_are_left_to_a_live_ray(write_yaml, no_ray_start):
+    """`node:<ip>` and `accelerator_type:A100` are resources Ray gives a node itself: only a running Ray knows them."""
+    from raytrain.config.load import load_config
+    from raytrain.training import RayCpus, check_train_cpus
+
+    path = write_yaml("environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 1, custom_resources_per_env_runner: "
+                      "{'node:10.0.0.5': 0.01}}\n")
+    loaded = load_config(path, [])
+    check_train_cpus(loaded.config, loaded.source, RayCpus("a local Ray on this machine", 4.0))
+    with pytest.raises(ConfigError, match="'node:10.0.0.5', but the Ray cluster at h:6379 has 0"):
+        check_train_cpus(loaded.config, loaded.source, RayCpus("the Ray cluster at h:6379", 4.0, live=True))
+
+
+@pytest.mark.parametrize("name", ["CPU", "GPU", "memory", "object_store_memory", "bad name", "", "-x", "a;b"])
+@pytest.mark.parametrize("section", ["env_runners", "learners"])
+def test_ray_own_or_unusable_custom_resource_names_are_refused_at_load(write_yaml, no_ray_start, name, section):
+    """`{CPU: 1}` failed once Ray had started, exit 1 with no line: "ValueError: Use the 'num_cpus' and 'num_gpus'
+    keyword instead of 'CPU' and 'GPU' in 'resources' keyword" (for `memory`: "must not contain the key")."""
+    per = "env_runner" if section == "env_runners" else "learner"
+    path = write_yaml(f"environment: {{env: CartPole-v1}}\n{section}:\n  custom_resources_per_{per}: {{'{name}': 1}}\n")
+    result = runner.invoke(app, ["config", "validate", str(path)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert f"{path}:3: {section}.custom_resources_per_{per}: " in said
+    if name in ("CPU", "GPU", "memory", "object_store_memory"):
+        assert (f"['{name}']: Ray's own resources, not custom ones: reserve CPUs and GPUs with num_cpus_per_{per} and "
+                f"num_gpus_per_{per}; RLlib reserves no memory per actor") in said
+    else:
+        assert "resource names must be letters, digits and `_.:/-`, starting with a letter or `_`" in said
+
+
 # --- item 8: the same writability probe for dry and real runs ----------------------------------------
 
 

@@ -197,6 +197,22 @@ def test_gpus_the_job_does_not_ask_slurm_for_are_refused(files, command):
 
 
 @pytest.mark.parametrize("command", ["tune", "train"])
+def test_custom_resources_a_slurm_job_cannot_have_are_refused(files, command):
+    """The job's Ray starts with no custom resources: an env runner that asks for one would wait forever."""
+    sweep, slurm, tmp_path = files
+    base = tmp_path / "base.yaml"
+    base.write_text(base.read_text().replace(
+        "num_env_runners: 0}", "num_env_runners: 1, custom_resources_per_env_runner: {lab_sensor: 1}}"))
+    target = sweep if command == "tune" else base
+    result = runner.invoke(app, [command, str(target), "--slurm", str(slurm("nodes: 2\ncpus_per_node: 2\n")), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert (f"{base}:2: env_runners.custom_resources_per_env_runner.lab_sensor: ") in result.output
+    assert ("reserve 1 of the resource 'lab_sensor', but the job's Ray (2 nodes of 2 CPUs) has 0: remove or lower it, "
+            "or run it on a cluster whose nodes have it (a Slurm job's Ray has no custom resources)") in \
+        " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("command", ["tune", "train"])
 def test_gpus_asked_of_slurm_that_no_actor_uses_are_warned_about(files, command):
     sweep, slurm, tmp_path = files
     target = sweep if command == "tune" else tmp_path / "base.yaml"

@@ -165,6 +165,26 @@ def test_a_trial_that_asks_for_gpus_the_ray_does_not_have_is_refused_at_the_gpu_
         "on CPUs), or join a cluster that has them (--address, --cluster)")
 
 
+def test_a_trial_that_asks_for_a_custom_resource_the_ray_lacks_is_refused_at_the_resource(tmp_path):
+    """Tune waited forever for a trial's placement group with a `lab_sensor` bundle on a Ray without one."""
+    from raytrain.config.sweep_load import load_sweep
+    from raytrain.errors import ConfigError
+    from raytrain.training import RayCpus
+    from raytrain.tune.build import check_cpus
+
+    (tmp_path / "base.yaml").write_text("environment: {env: CartPole-v1}\nenv_runners:\n  num_env_runners: 1\n"
+                                        "  custom_resources_per_env_runner: {lab_sensor: 1}\n")
+    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\nname: d\ncheckpoint: {{storage_path: {tmp_path / 'r'}}}\n")
+    loaded = load_sweep(tmp_path / "sweep.yaml", [], storage="probe")
+    check_cpus(loaded, RayCpus("a cluster", 4, custom={"lab_sensor": 1.0}))
+    with pytest.raises(ConfigError) as caught:
+        check_cpus(loaded, RayCpus("a local Ray on this machine", 4))
+    assert str(caught.value) == (
+        f"{tmp_path / 'base.yaml'}:4: env_runners.custom_resources_per_env_runner.lab_sensor: each trial's actors (main "
+        "process and learner, env runners) reserve 1 of the resource 'lab_sensor', but a local Ray on this machine has "
+        "0: remove or lower it, or join a cluster whose nodes have it (--address, --cluster)")
+
+
 @pytest.mark.parametrize("text, expected", BAD_SWEEPS)
 @pytest.mark.parametrize("storage_exists", [False, True])
 @pytest.mark.parametrize("dry_run", [False, True])
