@@ -153,6 +153,8 @@ class RayCpus:
     are known only where `live`."""
     custom_per_node: dict[str, float] | None = None
     """The most of each that one node has, where there are several nodes."""
+    nodes: int = 1
+    """How many nodes (a local Ray is one)."""
     live: bool = False
     """Described by a running Ray (`connected_ray`): every resource it has is known."""
     more_custom: str = "join a cluster whose nodes have it (--address, --cluster)"
@@ -180,11 +182,12 @@ def local_ray() -> RayCpus:
 
 
 def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
-                 ray: RayCpus, *, prefix: str = "", advice: str | None = None) -> ConfigError | None:
+                 ray: RayCpus, *, prefix: str = "", advice: str | None = None, group: bool = False) -> ConfigError | None:
     """The error for `bundles` (what `what` reserves under `cfg`) when `ray` cannot place them, for their CPUs,
     then their GPUs (where `ray` knows its GPUs), then their custom resources, else None: Ray would wait for
     them forever, so this is found before it starts. `where` locates a dotted key in the files, where the field is written `prefix` +
-    key. `advice` replaces "lower the field, or {ray.more}"."""
+    key. `advice` replaces "lower the field, or {ray.more}". `group`: the bundles are one placement group (a
+    sweep's trial), placed by `resources.placement_strategy`, whose strict strategies need nodes of their own."""
     need = sum(b.get("CPU", 0.0) for b in bundles)
     largest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
     if need > ray.total or ray.per_node is not None and largest > ray.per_node:
@@ -195,8 +198,29 @@ def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Ca
             text = f"one of {what} reserves {largest:g} CPUs, more than one node of {ray.name} has ({ray.per_node:g})"
         return ConfigError([ConfigIssue(where(key), prefix + key,
                                         f"{text}: {advice or f'lower {key} (or the CPUs per actor), or {ray.more}'}")])
-    return (_too_few_gpus(bundles, cfg, where, what, ray, prefix=prefix, advice=advice)
+    return ((_strict_placement(bundles, cfg, where, what, ray, prefix=prefix, advice=advice) if group else None)
+            or _too_few_gpus(bundles, cfg, where, what, ray, prefix=prefix, advice=advice)
             or _missing_custom(bundles, cfg, where, what, ray, prefix=prefix, advice=advice))
+
+
+def _strict_placement(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None],
+                      what: str, ray: RayCpus, *, prefix: str, advice: str | None) -> ConfigError | None:
+    """STRICT_SPREAD needs a node per bundle, STRICT_PACK one node for all: Tune waited forever for a trial's
+    placement group that `ray` cannot make ("No available node types can fulfill resource request")."""
+    strategy = cfg.resources.placement_strategy
+    node = f"{ray.nodes} node{'s' if ray.nodes != 1 else ''}"
+    if strategy == "STRICT_SPREAD" and len(bundles) > ray.nodes:
+        text = (f"STRICT_SPREAD puts each of the {len(bundles)} bundles of {what} on a node of its own, but "
+                f"{ray.name} has {node}")
+        instead = "SPREAD (on other nodes where it can)"
+    elif strategy == "STRICT_PACK" and ray.per_node is not None and (need := sum(b.get("CPU", 0.0) for b in bundles)) > ray.per_node:
+        text = (f"STRICT_PACK puts {what} on one node, {need:g} CPUs, more than one node of {ray.name} has "
+                f"({ray.per_node:g})")
+        instead = "PACK (on one node where it can)"
+    else:
+        return None
+    key = "resources.placement_strategy"
+    return ConfigError([ConfigIssue(where(key), prefix + key, f"{text}: {advice or f'use {instead}, or {ray.more}'}")])
 
 
 def _too_few_gpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Callable[[str], str | None], what: str,
@@ -316,7 +340,7 @@ def connected_ray(where: str) -> RayCpus:
                    per_node=max(cpus) if len(cpus) > 1 else None, more="add nodes with CPUs to it",
                    gpus=sum(gpus), gpus_per_node=max(gpus) if len(gpus) > 1 else None, driver_gpus=local_gpus,
                    more_gpus="add nodes with GPUs to it", custom=custom, custom_per_node=most if len(alive) > 1 else None,
-                   live=True, more_custom="give it to a node (`resources:` of the node in the cluster file, or "
+                   nodes=len(alive), live=True, more_custom="give it to a node (`resources:` of the node in the cluster file, or "
                    "`ray start --resources`)")
 
 

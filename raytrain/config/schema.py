@@ -396,7 +396,7 @@ class ResourcesConfig(_Section):
     num_cpus_for_main_process: float | None = Field(default=None, ge=0)
     """CPUs reserved for the main (driver/trainable) process."""
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = None
-    """Ray placement-group strategy for the trial's actors."""
+    """Ray placement-group strategy for a sweep trial's actors (Tune's placement group; checked against the Ray's nodes). `raytrain train` places no group: it warns."""
 
 
 class EvaluationConfig(_Section):

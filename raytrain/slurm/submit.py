@@ -87,7 +87,8 @@ def _job_ray(cfg: SlurmConfig, slurm_file: Path) -> RayCpus:
                    f"raise nodes or cpus_per_node in {slurm_file}", gpus=float(cfg.nodes * cfg.gpus_per_node),
                    gpus_per_node=float(cfg.gpus_per_node), driver_gpus=float(cfg.gpus_per_node),
                    more_gpus=f"raise gpus_per_node in {slurm_file}",
-                   more_custom="run it on a cluster whose nodes have it (a Slurm job's Ray has no custom resources)")
+                   more_custom="run it on a cluster whose nodes have it (a Slurm job's Ray has no custom resources)",
+                   nodes=cfg.nodes)
 
 
 def _idle_gpus(cfg: SlurmConfig, train: RaytrainConfig, slurm_file: Path) -> list[str]:

@@ -108,12 +108,12 @@ def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:
 
     ray = ray or local_ray()
     cfg = loaded.base.config
-    error = too_few_cpus(trial_bundles(cfg), cfg, lambda key: _where(loaded, key), TRIAL_ACTORS, ray)
+    error = too_few_cpus(trial_bundles(cfg), cfg, lambda key: _where(loaded, key), TRIAL_ACTORS, ray, group=True)
     if error is not None:
         raise error
 
     def too_large(trial: RaytrainConfig) -> str | None:
-        error = too_few_cpus(trial_bundles(trial), trial, lambda key: None, TRIAL_ACTORS, ray)
+        error = too_few_cpus(trial_bundles(trial), trial, lambda key: None, TRIAL_ACTORS, ray, group=True)
         return None if error is None else error.issues[0].message
 
     issues = _searched_trials_rejected(loaded, too_large)

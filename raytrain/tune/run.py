@@ -237,7 +237,7 @@ class Resumable:
 
         error = too_few_cpus(trial_bundles(self.base), self.base, lambda key: self.meta_file, TRIAL_ACTORS, ray,
                              prefix="base.", advice="resume it on a Ray that has them (--address, --cluster); its "
-                             "trials keep the config they started with")
+                             "trials keep the config they started with", group=True)
         if error is not None:
             raise error
 

@@ -104,6 +104,21 @@ def test_a_joined_cluster_without_a_custom_resource_the_config_asks_for_exits_2(
         result.stderr[-3000:]
 
 
+def test_a_strict_spread_over_more_bundles_than_the_joined_cluster_has_nodes_exits_2(ray_session, tmp_path):
+    """A trial of 2 bundles (main process, 1 env runner) spread one per node over a one-node Ray: Tune waited forever."""
+    address = ray_session.get_runtime_context().gcs_address
+    _write_configs(tmp_path, 1)
+    base = tmp_path / "base.yaml"
+    base.write_text(base.read_text().replace("resources: {", "resources: {placement_strategy: STRICT_SPREAD, "))
+    before = _listing(tmp_path)
+    result = _raytrain("tune", str(tmp_path / "sweep.yaml"), "--address", address)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert (f"resources.placement_strategy: STRICT_SPREAD puts each of the 2 bundles of each trial's actors (main "
+            f"process and learner, env runners) on a node of its own, but the Ray cluster at {address} (1 node, 2 CPUs) "
+            "has 1 node: use SPREAD") in " ".join(result.stderr.split())
+    assert _listing(tmp_path) == before
+
+
 @pytest.mark.parametrize(("command", "mode"), [("train", None), ("tune", None), ("run", None), ("train", "token")])
 def test_a_cluster_that_wants_a_token_this_driver_lacks_is_exit_2_saying_how_to_give_it(ray_session, tmp_path, command,
                                                                                         mode):

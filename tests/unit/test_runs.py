@@ -724,3 +724,18 @@ def test_the_local_learner_gpu_refusal_counts_in_words(write_yaml):
     error = local_learner_gpus(loaded.config, loaded.source, RayCpus("a machine", 16.0, driver_gpus=1.0))
     assert error is not None and "asks for 2 GPUs, but the driver's machine has 1: set" in str(error)
     assert local_learner_gpus(loaded.config, loaded.source, RayCpus("a machine", 16.0, driver_gpus=2.0)) is None
+
+
+def test_a_placement_strategy_in_train_is_said_to_apply_to_sweeps_only(write_yaml, no_ray_start):
+    """`resources.placement_strategy: SPREAD` reached RLlib and did nothing in `raytrain train`: RLlib uses it
+    only for the placement group Tune makes a trial; its Algorithm in the driver places no group."""
+    path = write_yaml("environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 1}\n"
+                      "resources: {placement_strategy: SPREAD}\n")
+    result = runner.invoke(app, ["train", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert (f"warning: {path}:3: resources.placement_strategy: SPREAD applies to a sweep's trials only (Tune places "
+            "each trial's actors in one placement group with it); `raytrain train` runs RLlib's Algorithm in its own "
+            "process, where RLlib places no group, so Ray places its env runners and learners by its default "
+            "policy") in " ".join(result.output.split())
+    quiet = runner.invoke(app, ["train", str(write_yaml("environment: {env: CartPole-v1}\n", "plain.yaml")), "--dry-run"])
+    assert quiet.exit_code == 0 and "placement_strategy" not in quiet.output, quiet.output

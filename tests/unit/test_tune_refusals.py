@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from raytrain.cli import app
+from raytrain.training import RayCpus
 
 from .ray_starts import refuse_ray_starts
 
@@ -145,21 +146,29 @@ def test_rllibs_default_env_runners_count_and_are_named(tmp_path):
     assert "reserve 3 CPUs (unset: RLlib's default is 2), but a local Ray on this machine has 2" in str(caught.value)
 
 
-def test_a_trial_that_asks_for_gpus_the_ray_does_not_have_is_refused_at_the_gpu_field(tmp_path):
-    """Tune waited forever for a trial's placement group with a GPU bundle on a Ray without GPUs."""
+def _refusal(tmp_path: Path, base: str, fits: RayCpus, lacks: RayCpus, space: str = "") -> str:
+    """The CPU checks' error for a one-trial sweep of the train config `base` (plus a `space:` text) on the Ray
+    `lacks`, once the same sweep has passed them on `fits`."""
     from raytrain.config.sweep_load import load_sweep
     from raytrain.errors import ConfigError
-    from raytrain.training import RayCpus
     from raytrain.tune.build import check_cpus
 
-    (tmp_path / "base.yaml").write_text("environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 1}\n"
-                                        "learners: {num_gpus_per_learner: 1}\n")
-    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\nname: d\ncheckpoint: {{storage_path: {tmp_path / 'r'}}}\n")
+    (tmp_path / "base.yaml").write_text(base)
+    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\nname: d\ncheckpoint: {{storage_path: {tmp_path / 'r'}}}\n"
+                                         + space)
     loaded = load_sweep(tmp_path / "sweep.yaml", [], storage="probe")
-    check_cpus(loaded, RayCpus("a cluster", 4, gpus=1.0))
+    check_cpus(loaded, fits)
     with pytest.raises(ConfigError) as caught:
-        check_cpus(loaded, RayCpus("a local Ray on this machine", 4, gpus=0.0))
-    assert str(caught.value) == (
+        check_cpus(loaded, lacks)
+    return str(caught.value)
+
+
+def test_a_trial_that_asks_for_gpus_the_ray_does_not_have_is_refused_at_the_gpu_field(tmp_path):
+    """Tune waited forever for a trial's placement group with a GPU bundle on a Ray without GPUs."""
+    said = _refusal(tmp_path, "environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 1}\n"
+                    "learners: {num_gpus_per_learner: 1}\n", RayCpus("a cluster", 4, gpus=1.0),
+                    RayCpus("a local Ray on this machine", 4, gpus=0.0))
+    assert said == (
         f"{tmp_path / 'base.yaml'}:3: learners.num_gpus_per_learner: each trial's actors (main process and learner, env "
         "runners) reserve 1 GPU, but a local Ray on this machine has 0: lower learners.num_gpus_per_learner (0 trains "
         "on CPUs), or join a cluster that has them (--address, --cluster)")
@@ -167,22 +176,35 @@ def test_a_trial_that_asks_for_gpus_the_ray_does_not_have_is_refused_at_the_gpu_
 
 def test_a_trial_that_asks_for_a_custom_resource_the_ray_lacks_is_refused_at_the_resource(tmp_path):
     """Tune waited forever for a trial's placement group with a `lab_sensor` bundle on a Ray without one."""
-    from raytrain.config.sweep_load import load_sweep
-    from raytrain.errors import ConfigError
-    from raytrain.training import RayCpus
-    from raytrain.tune.build import check_cpus
-
-    (tmp_path / "base.yaml").write_text("environment: {env: CartPole-v1}\nenv_runners:\n  num_env_runners: 1\n"
-                                        "  custom_resources_per_env_runner: {lab_sensor: 1}\n")
-    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\nname: d\ncheckpoint: {{storage_path: {tmp_path / 'r'}}}\n")
-    loaded = load_sweep(tmp_path / "sweep.yaml", [], storage="probe")
-    check_cpus(loaded, RayCpus("a cluster", 4, custom={"lab_sensor": 1.0}))
-    with pytest.raises(ConfigError) as caught:
-        check_cpus(loaded, RayCpus("a local Ray on this machine", 4))
-    assert str(caught.value) == (
+    said = _refusal(tmp_path, "environment: {env: CartPole-v1}\nenv_runners:\n  num_env_runners: 1\n"
+                    "  custom_resources_per_env_runner: {lab_sensor: 1}\n", RayCpus("a cluster", 4, custom={"lab_sensor": 1.0}),
+                    RayCpus("a local Ray on this machine", 4))
+    assert said == (
         f"{tmp_path / 'base.yaml'}:4: env_runners.custom_resources_per_env_runner.lab_sensor: each trial's actors (main "
         "process and learner, env runners) reserve 1 of the resource 'lab_sensor', but a local Ray on this machine has "
         "0: remove or lower it, or join a cluster whose nodes have it (--address, --cluster)")
+
+
+def test_a_strict_placement_the_ray_cannot_make_is_refused_at_the_strategy(tmp_path):
+    """STRICT_SPREAD with a trial of 2 bundles on a one-node Ray, or STRICT_PACK with a trial larger than any one
+    node: Tune waited forever for the trial's placement group."""
+    base = "environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 1}\nresources: {placement_strategy: %s}\n"
+    local = RayCpus("a local Ray on this machine", 4)
+    said = _refusal(tmp_path, base % "STRICT_SPREAD", RayCpus("a cluster", 4, per_node=2, nodes=2), local)
+    assert said == (
+        f"{tmp_path / 'base.yaml'}:3: resources.placement_strategy: STRICT_SPREAD puts each of the 2 bundles of each "
+        "trial's actors (main process and learner, env runners) on a node of its own, but a local Ray on this machine "
+        "has 1 node: use SPREAD (on other nodes where it can), or join a cluster that has them (--address, --cluster)")
+    said = _refusal(tmp_path, base % "STRICT_PACK", local, RayCpus("a cluster", 4, per_node=1, nodes=4))
+    assert said.endswith(
+        "resources.placement_strategy: STRICT_PACK puts each trial's actors (main process and learner, env runners) on "
+        "one node, 2 CPUs, more than one node of a cluster has (1): use PACK (on one node where it can), or join a "
+        "cluster that has them (--address, --cluster)")
+    # A searched strategy: the range is refused at its line.
+    said = _refusal(tmp_path, base % "PACK", RayCpus("a cluster", 4, per_node=2, nodes=2), local,
+                    "space:\n  resources.placement_strategy: {distribution: choice, values: [PACK, STRICT_SPREAD]}\n")
+    assert said.startswith(f"{tmp_path / 'sweep.yaml'}:5: space.resources.placement_strategy: ")
+    assert "STRICT_SPREAD puts each of the 2 bundles" in said
 
 
 @pytest.mark.parametrize("text, expected", BAD_SWEEPS)
