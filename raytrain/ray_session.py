@@ -109,6 +109,10 @@ def check_address(address: str | None) -> str | None:
     return joining
 
 
+LOCAL_RAY = "local Ray"
+"""What `connect_ray` returns when it started a local Ray."""
+
+
 def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     """Connect to the cluster at `address` (or RAY_ADDRESS), or start a local Ray. Returns a description.
 
@@ -138,7 +142,7 @@ def connect_ray(address: str | None, num_cpus: int | None = None) -> str:
     started = init_ray(None, num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING",
                        _system_config={"enable_worker_prestart": False, "prestart_worker_first_driver": False},
                        runtime_env=worker_runtime_env())
-    return "local Ray" if started else "existing Ray session"
+    return LOCAL_RAY if started else "existing Ray session"
 
 
 def gcs_unreachable(address: str, timeout_s: float = 5.0) -> str | None:

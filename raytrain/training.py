@@ -14,7 +14,7 @@ import socket
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -336,12 +336,16 @@ def connected_ray(where: str) -> RayCpus:
     custom = {name: sum(float(r.get(name, 0.0)) for r in alive) for name in names}
     most = {name: max(float(r.get(name, 0.0)) for r in alive) for name in names}
     count = f"{len(cpus)} node{'s' if len(cpus) != 1 else ''}"
-    return RayCpus(f"the {where} ({count}, {sum(cpus):g} CPUs)", sum(cpus),
-                   per_node=max(cpus) if len(cpus) > 1 else None, more="add nodes with CPUs to it",
-                   gpus=sum(gpus), gpus_per_node=max(gpus) if len(gpus) > 1 else None, driver_gpus=local_gpus,
-                   more_gpus="add nodes with GPUs to it", custom=custom, custom_per_node=most if len(alive) > 1 else None,
-                   nodes=len(alive), live=True, more_custom="give it to a node (`resources:` of the node in the cluster file, or "
-                   "`ray start --resources`)")
+    from raytrain.ray_session import LOCAL_RAY
+
+    described = RayCpus(f"the {where} ({count}, {sum(cpus):g} CPUs)", sum(cpus),
+                        per_node=max(cpus) if len(cpus) > 1 else None, gpus=sum(gpus),
+                        gpus_per_node=max(gpus) if len(gpus) > 1 else None, driver_gpus=local_gpus, custom=custom,
+                        custom_per_node=most if len(alive) > 1 else None, nodes=len(alive), live=True)
+    if where == LOCAL_RAY:  # started here: what to do is what it is before a local Ray starts
+        return described
+    return replace(described, more="add nodes with CPUs to it", more_gpus="add nodes with GPUs to it",
+                   more_custom="give it to a node (`resources:` of the node in the cluster file, or `ray start --resources`)")
 
 
 class Trainer:

@@ -739,3 +739,26 @@ def test_a_placement_strategy_in_train_is_said_to_apply_to_sweeps_only(write_yam
             "policy") in " ".join(result.output.split())
     quiet = runner.invoke(app, ["train", str(write_yaml("environment: {env: CartPole-v1}\n", "plain.yaml")), "--dry-run"])
     assert quiet.exit_code == 0 and "placement_strategy" not in quiet.output, quiet.output
+
+
+def test_a_local_ray_checked_once_started_gives_a_local_rays_advice(write_yaml, monkeypatch):
+    """Ray's own resources (`accelerator_type:A100`) are checked once a local Ray has started; the refusal said to
+    "give it to a node (`resources:` of the node in the cluster file ...)" of a Ray that no cluster file made."""
+    import ray
+
+    from raytrain.config.load import load_config
+    from raytrain.training import check_train_cpus, connected_ray
+
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"CPU": 2.0, "node:10.0.0.5": 1.0}},
+                                               {"Alive": False, "Resources": {"CPU": 8.0, "accelerator_type:A100": 1.0}}])
+    path = write_yaml("environment: {env: CartPole-v1}\nenv_runners:\n  num_env_runners: 1\n"
+                      "  custom_resources_per_env_runner: {'accelerator_type:A100': 0.01}\n")
+    loaded = load_config(path, [])
+    with pytest.raises(ConfigError) as caught:
+        check_train_cpus(loaded.config, loaded.source, connected_ray("local Ray"))
+    assert str(caught.value) == (
+        f"{path}:4: env_runners.custom_resources_per_env_runner.accelerator_type:A100: the config's actors (env "
+        "runners, learners, evaluation runners) reserve 0.01 of the resource 'accelerator_type:A100', but the local "
+        "Ray (1 node, 2 CPUs) has 0: remove or lower it, or join a cluster whose nodes have it (--address, --cluster)")
+    with pytest.raises(ConfigError, match="has 0: remove or lower it, or give it to a node"):
+        check_train_cpus(loaded.config, loaded.source, connected_ray("Ray cluster at 10.0.0.5:6379"))
