@@ -91,6 +91,43 @@ def _stop_local_monitor() -> None:
         node.kill_monitor(check_alive=False)
 
 
+def local_ray_lost() -> bool:
+    """Whether the local Ray this process started has lost one of its own processes (GCS, raylet, monitors,
+    dashboard): none ends on its own while the session lasts.
+
+    Ray's processes share this process's process group, so a signal sent to the whole group (`timeout`,
+    `kill -TERM -- -PGID`, a service manager stopping its unit) reaches them with the driver; Ray blocks only
+    SIGINT in them. The monitors end at once; the GCS and the raylet begin a slow shutdown, and the driver
+    waits for them: 9 s in `ray.shutdown()`, 60 s in Tune's cleanup, after which Ray ends the process with
+    "Failed to connect to GCS within 60 seconds".
+    """
+    import sys
+
+    if "ray" not in sys.modules:
+        return False
+    import ray
+
+    node = ray._private.worker._global_node
+    if node is None or not node.head:
+        return False
+    return any(info.process is not None and info.process.poll() is not None
+               for infos in node.all_processes.values() for info in infos)
+
+
+def abandon_local_ray() -> None:
+    """After `local_ray_lost`: kill what is left of that Ray (at once: there is nothing to save) and take Ray's
+    own shutdown, which would wait for the GCS, off the exit handlers."""
+    import atexit
+
+    import ray
+
+    node = ray._private.worker._global_node
+    if node is not None:
+        node.kill_all_processes(check_alive=False, allow_graceful=False)
+    atexit.unregister(_stop_local_monitor)
+    atexit.unregister(ray._private.worker.shutdown)
+
+
 def ray_address(address: str | None) -> str | None:
     """The Ray cluster a command joins: `address`, else RAY_ADDRESS; None means a local Ray started here."""
     return address or os.environ.get("RAY_ADDRESS") or None

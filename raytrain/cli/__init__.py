@@ -75,6 +75,10 @@ def exit_process(code: str | int | None) -> NoReturn:
     import atexit
     import threading
 
+    from raytrain.ray_session import abandon_local_ray, local_ray_lost
+
+    if local_ray_lost():  # the signal that stopped this command stopped its local Ray too: nothing to shut down
+        abandon_local_ray()
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()

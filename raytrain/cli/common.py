@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -114,9 +115,11 @@ class TuneStopOnTerm:
     not be cut short (a Slurm job: the batch shell forwards one, Slurm sends its own; its SIGKILL still ends it).
     """
 
-    def __init__(self, *, second_ends: bool = True) -> None:
+    def __init__(self, *, second_ends: bool = True, exp_dir: Path | None = None) -> None:
         self.received = False
         self.second_ends = second_ends
+        self.exp_dir = exp_dir
+        """The experiment folder; given, a SIGTERM that stopped the local Ray too ends the process (`_watch`)."""
 
     def install(self) -> TuneStopOnTerm:
         import signal
@@ -135,6 +138,50 @@ class TuneStopOnTerm:
         self.received = True
         print("raytrain: SIGTERM: saving Tune's state and stopping the trials", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGUSR1)
+        if self.exp_dir is not None:
+            import threading
+
+            threading.Thread(target=self._watch, args=(self.exp_dir,), name="raytrain-term-watch", daemon=True).start()
+
+    @staticmethod
+    def _watch(exp_dir: Path, *, notice_s: float = 2.0, save_s: float = 15.0) -> None:
+        """When the SIGTERM went to the whole process group (`timeout`, `kill -TERM -- -PGID`, a service
+        manager), the local Ray's own processes got it too (`local_ray_lost`), and Tune, once it has saved its
+        state, waits 60 s for a GCS that is shutting down to stop the trials, then Ray ends the process with
+        a native error. Here: wait for that save (an `experiment_state-*.json` written after the signal; at
+        most `save_s`), then kill what is left of the local Ray and exit 130 naming the resume. A SIGTERM to
+        this process alone leaves Ray running: nothing is done."""
+        import time
+
+        from raytrain.ray_session import abandon_local_ray, local_ray_lost
+
+        signalled = time.time()
+        while not local_ray_lost():
+            if time.time() - signalled > notice_s:
+                return
+            time.sleep(0.1)
+
+        def saved() -> bool:
+            try:
+                return any(p.stat().st_mtime >= signalled for p in exp_dir.glob("experiment_state-*.json"))
+            except OSError:
+                return False
+
+        while not saved() and time.time() - signalled < save_s:
+            time.sleep(0.1)
+        state = "Tune saved its state" if saved() else "Tune's state is as it last saved it"
+        print(f"raytrain: the SIGTERM stopped the local Ray's own processes too (it went to the whole process "
+              f"group, as `timeout` and service managers send it), so the trials cannot be stopped in order. {state}: "
+              f"continue the sweep with `raytrain tune resume {shlex.quote(str(exp_dir))}`", file=sys.stderr, flush=True)
+        abandon_local_ray()
+        from raytrain.tune.run import release_driver
+
+        release_driver(exp_dir)
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        os._exit(130)
 
 
 def interrupting_signal() -> str | None:

@@ -144,7 +144,7 @@ def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], check:
     messages = quiet_ray()  # Ray's, Tune's and RLlib's own messages: into the experiment's ray.log
     try:
         where = connect_ray(address)
-        term = TuneStopOnTerm().install()  # SIGTERM: Tune's own stop, as on Ctrl-C (after ray.init: see there)
+        term = TuneStopOnTerm(exp_dir=exp_dir).install()  # SIGTERM: Tune's own stop, as on Ctrl-C (after ray.init: see there)
         check(connected_ray(where))  # before anything is written
         if started is not None:
             started(where)

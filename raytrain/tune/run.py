@@ -119,8 +119,13 @@ def _driving(exp_dir: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        if _driver(exp_dir).get("pid") == os.getpid():
-            path.unlink(missing_ok=True)
+        release_driver(exp_dir)
+
+
+def release_driver(exp_dir: Path) -> None:
+    """Remove `driver.json` where it names this process: the sweep's driver is ending."""
+    if _driver(exp_dir).get("pid") == os.getpid():
+        (exp_dir / DRIVER_FILE).unlink(missing_ok=True)
 
 
 def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:

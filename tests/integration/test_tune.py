@@ -6,6 +6,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +252,18 @@ def _kill_session(sid: int) -> None:
                 continue
 
 
+@contextmanager
+def _ended(proc: subprocess.Popen) -> Iterator[None]:
+    """`proc` (started in a session of its own) and everything in its session are gone after the block, even
+    when the block fails."""
+    try:
+        yield
+    finally:
+        if proc.poll() is None:
+            _kill_session(proc.pid)
+            proc.wait(timeout=30)
+
+
 @pytest.mark.parametrize("algorithm", ["random", "optuna"])
 def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypatch):
     """The driver and its whole local Ray are SIGKILLed mid-run; resume finishes every trial, none from zero.
@@ -342,7 +356,7 @@ def test_ctrl_c_or_sigterm_stops_a_sweep_with_its_state_saved_and_names_the_resu
         stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    try:
+    with _ended(proc):
         deadline = time.time() + 240
         while time.time() < deadline and len(list(exp.glob("*/checkpoint_000002"))) < 2:
             time.sleep(0.5)
@@ -354,10 +368,6 @@ def test_ctrl_c_or_sigterm_stops_a_sweep_with_its_state_saved_and_names_the_resu
         assert (exp / "command.txt").read_text().count("raytrain") == 1
         proc.send_signal(signum)
         out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            _kill_session(proc.pid)
-            proc.wait(timeout=30)
     said_all = " ".join(out.split())
     assert proc.returncode == 130, out[-3000:]
     assert (f"the sweep was {said} before its end: 2 of 2 trials had not finished. Tune saved its state: continue "
@@ -367,6 +377,83 @@ def test_ctrl_c_or_sigterm_stops_a_sweep_with_its_state_saved_and_names_the_resu
     data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
     assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
     assert all(2 <= t["iteration"] < 200 for t in data["trials"])
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes below `pid` (read from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        children = [child for child, parent in parents.items() if parent == current]
+        found.update(children)
+        todo.extend(children)
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            if (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "Z":
+                alive.add(pid)
+        except OSError:
+            continue
+    return alive
+
+
+@pytest.mark.parametrize("command", ["tune", "train"])
+def test_a_sigterm_to_the_whole_process_group_ends_the_command_at_once_with_its_state_saved(workdir, tmp_path,
+                                                                                             command):
+    """`timeout 600 raytrain tune ...`, `kill -TERM -- -PGID` and service managers signal the whole process
+    group, and the local Ray's own processes are in it. Its GCS and raylet began a slow shutdown while Tune
+    waited for them to stop the trials: 60 s, then Ray ended the process with "Failed to connect to GCS within
+    60 seconds" and no word of resuming. `train` saved its checkpoint and then waited 9 s in Ray's shutdown."""
+    path = workdir("name: grouped\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n", stop=500)
+    if command == "train":
+        base = tmp_path / "base.yaml"
+        base.write_text(base.read_text().replace("num_env_runners: 0", "num_env_runners: 1")
+                        .replace("experiment: {", "experiment: {checkpoint_frequency: 1, "))
+        path = base
+    checkpoints: list[Path] = []
+    proc = subprocess.Popen([sys.executable, "-m", "raytrain", command, str(path)], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "RAY_ADDRESS": ""})
+    with _ended(proc):
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            checkpoints = list((tmp_path / "results" / "grouped").glob("*/checkpoint_000002") if command == "tune"
+                               else (tmp_path / "runs" / "tiny").glob("*/checkpoints/checkpoint_000002"))
+            if len(checkpoints) == (2 if command == "tune" else 1):
+                break
+            time.sleep(0.5)
+        assert checkpoints, "no checkpoint in time"
+        below = _descendants(proc.pid)
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=45)  # Ray's own wait for its GCS: 60 s
+    said = " ".join(out.split())
+    assert proc.returncode == 130, out[-3000:]
+    assert "Failed to connect to GCS" not in out
+    if command == "tune":
+        exp = tmp_path / "results" / "grouped"
+        assert ("the SIGTERM stopped the local Ray's own processes too (it went to the whole process group, as "
+                "`timeout` and service managers send it), so the trials cannot be stopped in order. Tune saved its "
+                f"state: continue the sweep with `raytrain tune resume {exp}`") in said, out[-3000:]
+        assert not (exp / "driver.json").exists()
+        data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
+        assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
+    else:
+        assert "resume with: raytrain train --resume" in said, out[-3000:]
+    deadline = time.time() + 30
+    while _alive(below) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _alive(below), f"left running: {_alive(below)}"
 
 
 def test_a_second_run_never_touches_the_first_experiment(ray_session, workdir, tmp_path):
