@@ -150,12 +150,12 @@ def prepare(
                "places its env runners and learners by its default policy")
 
     # RLlib's own checks, before Ray starts and before anything is written (importing RLlib takes seconds).
-    from raytrain.rllib.translate import build_ppo_config
+    from raytrain.rllib.translate import build_ppo_config, rllib_rejection
 
     try:
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
-        raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
+        raise ConfigError([rllib_rejection(exc, loaded.source, source_name)]) from None
     if folder is None or checkpoint is None:  # a resumed run's env made the network it saved
         from raytrain.rllib.fit import observation_issue
 

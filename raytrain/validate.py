@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrain.config.kind import KINDS, check_kind, detect_kind, is_rllib_example
-from raytrain.errors import ConfigError, ConfigIssue
+from raytrain.errors import ConfigError
 
 
 @dataclass
@@ -83,12 +83,12 @@ def _check_train(path: str, overrides: list[str], rllib: bool) -> CheckedFile:
 
     loaded = load_config(path, overrides)
     if rllib:
-        from raytrain.rllib.translate import build_ppo_config
+        from raytrain.rllib.translate import build_ppo_config, rllib_rejection
 
         try:
             build_ppo_config(loaded.config).validate()
         except Exception as exc:  # RLlib raises ValueError and friends
-            raise ConfigError([ConfigIssue(path, "", f"RLlib rejects the config: {exc}")]) from None
+            raise ConfigError([rllib_rejection(exc, loaded.source, path)]) from None
         from raytrain.rllib.fit import observation_issue
 
         if (unfit := observation_issue(loaded.config, loaded.source)) is not None:

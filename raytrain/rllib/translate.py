@@ -7,6 +7,7 @@ goes is read from the schema (`raytrain.config.schema.rllib_fields`), so a new f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from raytrain.config.schema import RaytrainConfig, RLlibField, rllib_fields
@@ -14,6 +15,9 @@ from raytrain.imports import gym_module_id, resolve_import
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.ppo import PPOConfig
+
+    from raytrain.config.source import Source
+    from raytrain.errors import ConfigIssue
 
 # Import path of the callbacks raytrain plugs into every run (its running-mean return metrics).
 CALLBACKS = "raytrain.rllib.callbacks:RaytrainCallbacks"
@@ -48,6 +52,51 @@ def rllib_calls(cfg: RaytrainConfig) -> dict[str, dict[str, Any]]:
             kwargs[field.keyword] = value
     calls["callbacks"] = {"callbacks_class": CALLBACKS}
     return calls
+
+
+def rejected_setting(message: str, written: Callable[[str], bool]) -> str | None:
+    """The dotted key (`evaluation.evaluation_parallel_to_training`) of the first setting that RLlib's error
+    `message` names, by RLlib's name or raytrain's, and that `written` says the config writes; None when it
+    names none. RLlib's cross-field checks name its settings ("`evaluation_parallel_to_training` can only be
+    done if `evaluation_num_env_runners` > 0!"); the error then points at the line that wrote one."""
+    import re
+
+    keys: dict[str, list[str]] = {}
+    for f in rllib_fields():
+        for name in {f.keyword, f.key}:
+            keys.setdefault(name, []).append(f"{f.section}.{f.key}")
+    for token in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message):
+        for key in keys.get(token, []):
+            if written(key):
+                return key
+    return None
+
+
+def writes(source: Source, key: str) -> bool:
+    """Whether `source` writes the dotted `key` (a file's line, or a `--set` of it or of its section)."""
+    path = tuple(key.split("."))
+    section = source.data.get(path[0])
+    return path in source.origins or isinstance(section, dict) and path[-1] in section
+
+
+def rllib_rejection(exc: Exception, source: Source, file: str) -> ConfigIssue:
+    """RLlib's `validate()` error for the config loaded from `source` (read from `file`): at the setting it
+    names that the config writes, else at the file."""
+    from raytrain.errors import ConfigIssue
+
+    text = rllib_error_text(exc)
+    key = rejected_setting(text, lambda k: writes(source, k))
+    where = file if key is None else source.where(tuple(key.split(".")))
+    return ConfigIssue(where, key or "", f"RLlib rejects the config: {text}")
+
+
+_SUPPRESS_HINT = "To suppress all validation errors, set `config.experimental(_validate_config=False)` at your own risk."
+
+
+def rllib_error_text(exc: Exception) -> str:
+    """RLlib's error, less its advice to turn validation off (`config.experimental(...)`), which a raytrain
+    config cannot follow."""
+    return " ".join(str(exc).replace(_SUPPRESS_HINT, "").split())
 
 
 def _import_paths() -> set[tuple[str, str]]:

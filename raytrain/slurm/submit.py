@@ -194,7 +194,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     from raytrain.errors import ConfigError, ConfigIssue
     from raytrain.imports import user_paths
     from raytrain.paths import probe_writable
-    from raytrain.rllib.translate import build_ppo_config
+    from raytrain.rllib.translate import build_ppo_config, rllib_rejection
     from raytrain.runs import RunFolder, experiment_dir, free_run_path
     from raytrain.training import check_train_cpus
 
@@ -240,7 +240,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     try:
         build_ppo_config(loaded.config).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
-        raise ConfigError([ConfigIssue(source_name, "", f"RLlib rejects the config: {exc}")]) from None
+        raise ConfigError([rllib_rejection(exc, loaded.source, source_name)]) from None
     from raytrain.rllib.fit import observation_issue
 
     if (unfit := observation_issue(loaded.config, loaded.source)) is not None:

@@ -178,12 +178,12 @@ def _empty_bundles(cfg: RaytrainConfig) -> list[tuple[str, str]]:
 
 
 def _rllib_problem(cfg: RaytrainConfig) -> str | None:
-    from raytrain.rllib.translate import build_ppo_config
+    from raytrain.rllib.translate import build_ppo_config, rllib_error_text
 
     try:
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
-        return str(exc)
+        return rllib_error_text(exc)
     return None
 
 
@@ -191,8 +191,12 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
     """What RLlib rejects: the base config, else the first rejected value of each searched range."""
     problem = _rllib_problem(loaded.base.config)
     if problem:
+        from raytrain.rllib.translate import rejected_setting, writes
+
         what = "the train config" if loaded.sweep.base is None else f"the base config {loaded.base.source.file}"
-        return [ConfigIssue(loaded.source.file, "", f"RLlib rejects {what} (with the sweep's `set:` and `stop:`): {problem}")]
+        key = rejected_setting(problem, lambda k: k in loaded.sweep.set or writes(loaded.base.source, k))
+        where = loaded.source.file if key is None else _where(loaded, key)
+        return [ConfigIssue(where, key or "", f"RLlib rejects {what} (with the sweep's `set:` and `stop:`): {problem}")]
     from raytrain.rllib.fit import SECTIONS, observation_issue, observation_problem
 
     base = loaded.base.config

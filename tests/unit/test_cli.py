@@ -37,6 +37,34 @@ def test_validate_reports_rllib_rejections(write_yaml):
     assert "Traceback" not in result.output
 
 
+def test_an_rllib_rejection_points_at_the_setting_it_names(write_yaml, tmp_path):
+    """RLlib's cross-field checks name a setting; the error gave only the file, with RLlib's advice to set
+    `config.experimental(_validate_config=False)`, which a raytrain config cannot do."""
+    path = write_yaml("environment: {env: CartPole-v1}\nevaluation:\n  evaluation_interval: 1\n"
+                      "  evaluation_parallel_to_training: true\n")
+    said = ("evaluation.evaluation_parallel_to_training: RLlib rejects the config: `evaluation_parallel_to_training` "
+            "can only be done if `evaluation_num_env_runners` > 0! Try setting `config.evaluation_parallel_to_training` "
+            "to False.")
+    for args in (["config", "validate", str(path)], ["train", str(path), "--dry-run"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert f"error: {path}:4: {said}" in " ".join(result.output.split())
+        assert "_validate_config" not in result.output
+    plain = write_yaml("environment: {env: CartPole-v1}\n", "plain.yaml")
+    result = runner.invoke(app, ["train", str(plain), "--dry-run", "--set", "evaluation={evaluation_interval: 1, "
+                                 "evaluation_duration: auto}"])
+    assert result.exit_code == 2, result.output
+    assert ("error: --set evaluation={evaluation_interval: 1, evaluation_duration: auto}: evaluation.evaluation_duration: "
+            "RLlib rejects the config: `evaluation_duration=auto` not supported") in " ".join(result.output.split())
+    sweep = write_yaml(f"base: plain.yaml\nname: s\ncheckpoint: {{storage_path: {tmp_path / 'r'}}}\n"
+                       "set: {evaluation.evaluation_interval: 1, evaluation.evaluation_parallel_to_training: true}\n",
+                       "sweep.yaml")
+    result = runner.invoke(app, ["tune", str(sweep), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert (f"error: {sweep}:4: evaluation.evaluation_parallel_to_training: RLlib rejects the base config {plain} (with "
+            "the sweep's `set:` and `stop:`): `evaluation_parallel_to_training` can only") in " ".join(result.output.split())
+
+
 def test_show_json_has_both_views(write_yaml):
     path = write_yaml("environment: {env: CartPole-v1}\ntraining: {lambda: 0.9, train_batch_size: 500}\n")
     result = runner.invoke(app, ["config", "show", str(path), "--json"])
