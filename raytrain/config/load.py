@@ -415,6 +415,14 @@ def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue
                 "learner, and RLlib reserves max(num_cpus_per_learner, num_cpus_for_main_process) = 1 CPU "
                 f"(num_cpus_per_learner 'auto' means 1); set learners.num_cpus_per_learner: {main_cpus:g} too",
             )
+    ev = cfg.evaluation
+    idle = sorted((name for name in type(ev).model_fields if name != "evaluation_interval" and getattr(ev, name) is not None),
+                  key=lambda name: name != "evaluation_num_env_runners")  # the one that costs CPUs first
+    if ev.evaluation_interval is None and idle:
+        also = f" (nor does {', '.join(idle[1:])})" if idle[1:] else ""
+        cost = "; its evaluation env runners would reserve CPUs and never run" if ev.evaluation_num_env_runners else ""
+        warn(("evaluation", idle[0]), f"no evaluation runs without evaluation.evaluation_interval, so this does "
+             f"nothing{also}{cost}; set evaluation_interval: N to evaluate every N iterations")
     e = cfg.experiment
     if e.num_to_keep is not None and e.checkpoint_frequency == 0 and not e.checkpoint_at_end:
         warn(("experiment", "num_to_keep"), "no checkpoint will ever be written (frequency 0, at_end false)")

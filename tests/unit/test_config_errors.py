@@ -331,6 +331,21 @@ def test_main_process_cpus_alone_warns_that_rllib_ignores_them(write_yaml):
     assert not load_config(fixed).warnings
 
 
+def test_evaluation_settings_without_an_interval_warn_that_nothing_evaluates(write_yaml):
+    """`evaluation: {evaluation_duration: 5}` ran no evaluation, silently: RLlib evaluates only with an interval,
+    and the warning RLlib logs for idle evaluation runners went to ray.log, while they reserved a CPU each."""
+    path = write_yaml("environment: {env: CartPole-v1}\nevaluation:\n  evaluation_num_env_runners: 1\n"
+                      "  evaluation_duration: 5\n")
+    (warning,) = load_config(path).warnings
+    assert warning == (
+        f"warning: {path}:3: evaluation.evaluation_num_env_runners: no evaluation runs without "
+        "evaluation.evaluation_interval, so this does nothing (nor does evaluation_duration); its evaluation env "
+        "runners would reserve CPUs and never run; set evaluation_interval: N to evaluate every N iterations")
+    fixed = write_yaml("environment: {env: CartPole-v1}\nevaluation: {evaluation_interval: 2, evaluation_duration: 5}\n",
+                       "ok.yaml")
+    assert not load_config(fixed).warnings
+
+
 HOSTILE_YAML = {
     "duplicate_section": (b"environment: {env: CartPole-v1}\ntraining: {lr: 0.001}\ntraining: {gamma: 0.9}\n", 3, "duplicate key"),
     "alias_bomb": (None, 5, "expands to 66,430 YAML nodes"),
