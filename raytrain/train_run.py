@@ -150,21 +150,14 @@ def prepare(
                "places its env runners and learners by its default policy")
 
     # RLlib's own checks, before Ray starts and before anything is written (importing RLlib takes seconds).
-    from raytrain.rllib.translate import build_ppo_config, rllib_rejection
+    from raytrain.rllib.translate import check_with_rllib
+    from raytrain.training import check_train_cpus
 
-    try:
-        build_ppo_config(cfg).validate()
-    except Exception as exc:  # RLlib raises ValueError and friends
-        raise ConfigError([rllib_rejection(exc, loaded.source, source_name)]) from None
-    if folder is None or checkpoint is None:  # a resumed run's env made the network it saved
-        from raytrain.rllib.fit import observation_issue
-
-        if (unfit := observation_issue(cfg, loaded.source)) is not None:
-            raise ConfigError([unfit])
-    if ray_address(address) is None:  # a local Ray: its CPUs are known before it starts
-        from raytrain.training import check_train_cpus
-
-        check_train_cpus(cfg, loaded.source)
+    local = ray_address(address) is None  # a local Ray: its CPUs are known before it starts
+    for line in check_with_rllib(cfg, loaded.source, source_name,
+                                 network=folder is None or checkpoint is None,  # a resumed run's env made its network
+                                 then=(lambda: check_train_cpus(cfg, loaded.source)) if local else None):
+        notify(line)
     if folder is not None and checkpoint is not None:
         misfit = _misfit(cfg, loaded.source, checkpoint)
         if misfit is not None:

@@ -83,16 +83,9 @@ def _check_train(path: str, overrides: list[str], rllib: bool) -> CheckedFile:
 
     loaded = load_config(path, overrides)
     if rllib:
-        from raytrain.rllib.translate import build_ppo_config, rllib_rejection
+        from raytrain.rllib.translate import check_with_rllib
 
-        try:
-            build_ppo_config(loaded.config).validate()
-        except Exception as exc:  # RLlib raises ValueError and friends
-            raise ConfigError([rllib_rejection(exc, loaded.source, path)]) from None
-        from raytrain.rllib.fit import observation_issue
-
-        if (unfit := observation_issue(loaded.config, loaded.source)) is not None:
-            raise ConfigError([unfit])
+        loaded.warnings.extend(check_with_rllib(loaded.config, loaded.source, path))
     return CheckedFile(path, "train", "", loaded, loaded.notices + loaded.warnings,
                        "the schema" + (" and RLlib's validation" if rllib else ""))
 
@@ -106,7 +99,7 @@ def _check_sweep(path: str, overrides: list[str], rllib: bool) -> CheckedFile:
     if rllib:
         from raytrain.tune.build import check, plan
 
-        check(loaded, plan(loaded))
+        loaded.warnings.extend(check(loaded, plan(loaded)))
     trials = sum(len(sample_values(dist)) for _, dist in searched(loaded.sweep))
     what = f"the base and {trials} trial config(s)"
     return CheckedFile(path, "sweep", "", loaded, loaded.notices + loaded.warnings,

@@ -108,7 +108,7 @@ def run(
     outside = storage_warning(cluster, loaded.sweep.checkpoint.storage_path, "checkpoint.storage_path")
     say(loaded.notices + loaded.warnings + ([moved] if moved else []) + ([outside] if outside else []))
     plan_ = plan(loaded)
-    check(loaded, plan_)
+    say(check(loaded, plan_))
     from raytrain.ray_session import ray_address
 
     if ray_address(address) is None:  # a local Ray: its CPUs are known before it starts
@@ -192,7 +192,7 @@ def _submit(file: Path, set_: list[str] | None, cluster: Path | None, name: str 
     say(loaded.notices + loaded.warnings + ([outside] if outside else []))
     from raytrain.tune.build import check, plan
 
-    check(loaded, plan(loaded))
+    say(check(loaded, plan(loaded)))
     if dry_run:
         from raytrain.imports import working_directory_modules
 

@@ -7,7 +7,8 @@ goes is read from the schema (`raytrain.config.schema.rllib_fields`), so a new f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from raytrain.config.schema import RaytrainConfig, RLlibField, rllib_fields
@@ -97,6 +98,72 @@ def rllib_error_text(exc: Exception) -> str:
     """RLlib's error, less its advice to turn validation off (`config.experimental(...)`), which a raytrain
     config cannot follow."""
     return " ".join(str(exc).replace(_SUPPRESS_HINT, "").split())
+
+
+@contextmanager
+def rllib_warnings() -> Iterator[list[str]]:
+    """The warnings RLlib logs while the block runs (its config checks, some of them run several times over),
+    each once, instead of printed raw with a timestamp: the list is filled as they come."""
+    import logging
+
+    found: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = " ".join(record.getMessage().split())
+            if record.levelno >= logging.WARNING and text not in found:
+                found.append(text)
+
+    import ray.rllib  # noqa: F401  (importing RLlib gives its logger a stderr handler of its own, replaced here)
+
+    logger = logging.getLogger("ray.rllib")
+    handlers, propagate = logger.handlers[:], logger.propagate
+    logger.handlers[:] = [Collect()]
+    logger.propagate = False
+    try:
+        yield found
+    finally:
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+
+
+def located_warnings(found: list[str], written: Callable[[str], bool], where: Callable[[str], str | None],
+                     file: str | None) -> list[str]:
+    """RLlib's warnings (`rllib_warnings`) as raytrain's: at the setting each names that the config writes,
+    else at the file."""
+    lines = []
+    for text in found:
+        key = rejected_setting(text, written)
+        at = file if key is None else where(key)
+        lines.append(f"warning: {at + ': ' if at else ''}{key + ': ' if key else ''}RLlib: {text}")
+    return lines
+
+
+def check_with_rllib(cfg: RaytrainConfig, source: Source, file: str, *, network: bool = True,
+                     then: Callable[[], None] | None = None) -> list[str]:
+    """RLlib's own `validate()` of `cfg` (loaded from `source`, read from `file`) and, with `network`, whether
+    PPO has a network for the env's spaces; then `then` (the CPU checks, whose resource request RLlib validates
+    again). Returns the warnings RLlib logged meanwhile, each once, at the setting each names.
+
+    Raises:
+        ConfigError: RLlib rejects the config (at the setting it names), or PPO has no network for the env.
+    """
+    from raytrain.errors import ConfigError
+
+    with rllib_warnings() as found:
+        try:
+            build_ppo_config(cfg).validate()
+        except Exception as exc:  # RLlib raises ValueError and friends
+            raise ConfigError([rllib_rejection(exc, source, file)]) from None
+        if network:
+            from raytrain.rllib.fit import observation_issue
+
+            if (unfit := observation_issue(cfg, source)) is not None:
+                raise ConfigError([unfit])
+        if then is not None:
+            then()
+    return located_warnings(found, lambda key: writes(source, key), lambda key: source.where(tuple(key.split("."))),
+                            file)
 
 
 def _import_paths() -> set[tuple[str, str]]:

@@ -48,7 +48,7 @@ def _sweep(file: str, experiment_dir: str, overrides: list[str]) -> None:
         raise UsageError(f"the sweep's experiment folder is {loaded.experiment_dir}, not {experiment_dir} as when "
                          "the job was submitted (was the sweep file changed?); submit it again")
     plan_ = plan(loaded)
-    check(loaded, plan_)
+    say(check(loaded, plan_))
     where = connect_ray(None)
     _TERMINATED.install()  # after ray.init(), whose own SIGTERM handler would otherwise end the driver at once
     err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, ranking on {loaded.metric} ({where})", markup=False)

@@ -164,7 +164,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
     if cfg.nodes > 1 and loaded.sweep.failure.max_failures == 0:
         notices.append("notice: failure.max_failures is 0: a trial on a worker node that fails ends in error instead "
                        "of continuing from its checkpoint on the other nodes (set it to 2, say)")
-    check(loaded, plan(loaded))
+    notices += check(loaded, plan(loaded))
     check_cpus(loaded, _job_ray(cfg, slurm_file))
     notices += _idle_gpus(cfg, loaded.base.config, slurm_file)
     _check_workdir(cfg, slurm_file, exp, loaded.import_paths())
@@ -194,7 +194,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     from raytrain.errors import ConfigError, ConfigIssue
     from raytrain.imports import user_paths
     from raytrain.paths import probe_writable
-    from raytrain.rllib.translate import build_ppo_config, rllib_rejection
+    from raytrain.rllib.translate import check_with_rllib
     from raytrain.runs import RunFolder, experiment_dir, free_run_path
     from raytrain.training import check_train_cpus
 
@@ -237,15 +237,8 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
             raise ConfigError([ConfigIssue(source.where(("experiment", "storage_path")), "experiment.storage_path",
                                            f"{problem}; run folders go to {base}/")])
         run_dir = free_run_path(base)
-    try:
-        build_ppo_config(loaded.config).validate()
-    except Exception as exc:  # RLlib raises ValueError and friends
-        raise ConfigError([rllib_rejection(exc, loaded.source, source_name)]) from None
-    from raytrain.rllib.fit import observation_issue
-
-    if (unfit := observation_issue(loaded.config, loaded.source)) is not None:
-        raise ConfigError([unfit])
-    check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file))
+    notices += check_with_rllib(loaded.config, loaded.source, source_name,
+                                then=lambda: check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file)))
     notices += _idle_gpus(cfg, loaded.config, slurm_file)
     _check_workdir(cfg, slurm_file, run_dir, user_paths(loaded.config.environment.env))
     if resume is None:

@@ -79,8 +79,9 @@ def build_search(spec: Spec) -> Any:
     return TUNE_CLASSES[spec["class"]].build(spec["kwargs"])
 
 
-def check(loaded: LoadedSweep, plan_: Plan) -> None:
-    """Every check of a sweep that needs no Ray runtime and writes nothing; raises ConfigError.
+def check(loaded: LoadedSweep, plan_: Plan) -> list[str]:
+    """Every check of a sweep that needs no Ray runtime and writes nothing; raises ConfigError. Returns the
+    warnings RLlib logged meanwhile, each once, at the setting it names.
 
     RLlib's own `PPOConfig.validate()` of the base config and of the trial configs at the ends of every
     searched range, a trial's placement group (every bundle reserves something), then the Tune objects that
@@ -88,9 +89,14 @@ def check(loaded: LoadedSweep, plan_: Plan) -> None:
     CheckpointConfig, FailureConfig). `tune` and
     `tune --dry-run` both run it before Ray starts and before the experiment folder is made.
     """
-    issues = _rllib_issues(loaded) or _placement_issues(loaded) or _tune_issues(loaded, plan_)
+    from raytrain.rllib.translate import located_warnings, rllib_warnings, writes
+
+    with rllib_warnings() as found:
+        issues = _rllib_issues(loaded) or _placement_issues(loaded) or _tune_issues(loaded, plan_)
     if issues:
         raise ConfigError(issues)
+    return located_warnings(found, lambda key: key in loaded.sweep.set or writes(loaded.base.source, key),
+                            lambda key: _where(loaded, key), loaded.source.file)
 
 
 def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:

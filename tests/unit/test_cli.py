@@ -65,6 +65,25 @@ def test_an_rllib_rejection_points_at_the_setting_it_names(write_yaml, tmp_path)
             "the sweep's `set:` and `stop:`): `evaluation_parallel_to_training` can only") in " ".join(result.output.split())
 
 
+def test_rllib_warnings_are_said_once_at_the_setting_they_name(write_yaml, tmp_path, capfd):
+    """RLlib's config checks log warnings (a setting it ignores) with a timestamp of their own, three times over
+    for one `raytrain train --dry-run`, naming no file or line."""
+    path = write_yaml("environment: {env: CartPole-v1}\nevaluation:\n  evaluation_interval: 1\n"
+                      "  evaluation_num_env_runners: 1\n  evaluation_parallel_to_training: true\n"
+                      "  evaluation_duration: auto\n  evaluation_duration_unit: episodes\n"
+                      "env_runners: {num_env_runners: 0}\nstop: {training_iteration: 2}\n")
+    said = (f"warning: {path}:6: evaluation.evaluation_duration: RLlib: When using `config.evaluation_duration='auto'`, "
+            "the sampling unit used is always 'timesteps'! You have set `config.evaluation_duration_unit='episodes'`, "
+            "which is ignored.")
+    sweep = write_yaml(f"base: {path.name}\nname: s\ncheckpoint: {{storage_path: {tmp_path / 'r'}}}\n", "sweep.yaml")
+    for args in (["train", str(path), "--dry-run"], ["config", "validate", str(path)], ["tune", str(sweep), "--dry-run"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        shown = " ".join((result.output + capfd.readouterr().err).split())
+        assert shown.count(said) == 1, shown
+        assert "WARNING" not in shown
+
+
 def test_show_json_has_both_views(write_yaml):
     path = write_yaml("environment: {env: CartPole-v1}\ntraining: {lambda: 0.9, train_batch_size: 500}\n")
     result = runner.invoke(app, ["config", "show", str(path), "--json"])
