@@ -88,6 +88,8 @@ def _syntax_problem(exc: yaml.MarkedYAMLError) -> _Problem:
         text = f"{exc.problem} ({exc.context}{where})"
     else:
         text = exc.problem or exc.context or "cannot parse it"
+    if exc.problem and "'\\t'" in exc.problem:
+        text += ": YAML indents with spaces only; replace the tab with spaces"
     return _Problem(mark.line + 1 if mark else None, (), f"invalid YAML: {text}")
 
 

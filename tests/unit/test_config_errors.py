@@ -352,6 +352,8 @@ HOSTILE_YAML = {
     "undecodable": (b"environment: {env: CartPole-v1}\nexperiment: {name: \xff}\n", 2, "is not UTF-8"),
     "nul": (b"environment: {env: CartPole-v1}\n\x00\n", 2, "NUL byte"),
     "nested_20000": (b"environment: {env: CartPole-v1}\nstop: " + b"[" * 20_000 + b"]" * 20_000 + b"\n", 2, "nested more than"),
+    # A tab where YAML wants spaces: PyYAML says only that '\t' "cannot start any token".
+    "tab_indent": (b"environment:\n\tenv: CartPole-v1\n", 2, "YAML indents with spaces only; replace the tab with spaces"),
     # Line 100: rich once printed `:100:` as an emoji.
     "nested_block": (b"".join(b"  " * i + b"k%d:\n" % i for i in range(120)) + b"  " * 120 + b"v\n", 100, "nested more than"),
 }
