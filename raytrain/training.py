@@ -103,8 +103,10 @@ def _actor_bundles(cfg: RaytrainConfig) -> dict[str, list[dict[str, float]]]:
             "evaluation.evaluation_num_env_runners": bundles[1 + runners:end], "main": bundles[:1]}
 
 
-def connect_for_build(address: str | None) -> str:
-    """`connect_ray(address)`, with what building an Algorithm will import (seconds) imported while Ray starts."""
+def connect_for_build(address: str | None, on_connected: Callable[[], None] | None = None) -> str:
+    """`connect_ray(address)`, with what building an Algorithm will import (seconds) imported while Ray starts.
+    `on_connected` runs as soon as Ray is connected, before the wait for those imports: `ray.init` installs a
+    SIGTERM handler of its own (a native stack dump, exit 15), which the command's replaces there."""
     from concurrent.futures import ThreadPoolExecutor
 
     from raytrain.ray_session import connect_ray
@@ -112,6 +114,8 @@ def connect_for_build(address: str | None) -> str:
     with ThreadPoolExecutor(max_workers=1) as pool:
         preloaded = pool.submit(preload_for_build)
         where = connect_ray(address)
+        if on_connected is not None:
+            on_connected()
         preloaded.result()
     return where
 
@@ -185,9 +189,10 @@ def too_few_cpus(bundles: list[dict[str, float]], cfg: RaytrainConfig, where: Ca
                  ray: RayCpus, *, prefix: str = "", advice: str | None = None, group: bool = False) -> ConfigError | None:
     """The error for `bundles` (what `what` reserves under `cfg`) when `ray` cannot place them, for their CPUs,
     then their GPUs (where `ray` knows its GPUs), then their custom resources, else None: Ray would wait for
-    them forever, so this is found before it starts. `where` locates a dotted key in the files, where the field is written `prefix` +
-    key. `advice` replaces "lower the field, or {ray.more}". `group`: the bundles are one placement group (a
-    sweep's trial), placed by `resources.placement_strategy`, whose strict strategies need nodes of their own."""
+    them forever, so this is found before it starts. `where` locates a dotted key in the files, where the
+    field is written `prefix` + key. `advice` replaces "lower the field, or {ray.more}". `group`: the bundles
+    are one placement group (a sweep's trial), placed by `resources.placement_strategy`, whose strict
+    strategies need nodes of their own."""
     need = sum(b.get("CPU", 0.0) for b in bundles)
     largest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
     if need > ray.total or ray.per_node is not None and largest > ray.per_node:
@@ -249,11 +254,11 @@ def _missing_custom(bundles: list[dict[str, float]], cfg: RaytrainConfig, where:
         if ":" in name and not ray.live:
             continue  # Ray's own (`node:<ip>`), known only to a running Ray
         need = sum(b.get(name, 0.0) for b in bundles)
+        if not need:
+            continue
         largest = max(b.get(name, 0.0) for b in bundles)
         have = ray.custom.get(name, 0.0)
         per_node = (ray.custom_per_node or {}).get(name, 0.0)
-        if not need:
-            continue
         if need > have:
             text = f"{what} reserve {need:g} of the resource '{name}', but {ray.name} has {have:g}"
         elif ray.custom_per_node is not None and largest > per_node:

@@ -158,8 +158,8 @@ def _eval(checkpoint: Path, episodes: int, explore: bool, seed: int | None, json
 
     messages = quiet_ray()  # Ray's and RLlib's own warnings: off the terminal (--verbose prints them); eval writes nothing
     try:
-        connect_for_build(None)
-        interrupt_on_signals()  # after ray.init, whose SIGTERM handler ended eval with a native stack dump
+        # After ray.init, whose SIGTERM handler ended eval with a native stack dump; before the wait for imports.
+        connect_for_build(None, on_connected=interrupt_on_signals)
         result = evaluate(plan, episodes, explore)
     finally:
         if messages is not None:
