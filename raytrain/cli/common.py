@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -189,6 +189,21 @@ def interrupting_signal() -> str | None:
     return _interrupted_by[0] if _interrupted_by else None
 
 
+def _quiet_half_built(default: Callable[[Any], object]) -> Callable[[Any], None]:
+    """After an interruption: an object of Ray's that the KeyboardInterrupt left half made (an Algorithm's
+    build interrupted) fails in `__del__` on an attribute never set ("Exception ignored in: <function
+    LearnerGroup.__del__ ...> AttributeError: ... '_is_shut_down'"), which tells the user nothing. Those are
+    dropped; any other unraisable exception goes to `default` as before."""
+
+    def hook(unraisable: Any) -> None:
+        module = getattr(unraisable.object, "__module__", None) or ""
+        if module.startswith("ray.") and isinstance(unraisable.exc_value, AttributeError):
+            return
+        default(unraisable)
+
+    return hook
+
+
 def interrupt_on_signals(*, second_term_ends: bool = True) -> None:
     """Ctrl-C and SIGTERM (a scheduler, `kill`) both raise KeyboardInterrupt: training stops with a
     checkpoint, `raytrain run` stops every node.
@@ -205,6 +220,7 @@ def interrupt_on_signals(*, second_term_ends: bool = True) -> None:
         _interrupted_by.append("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL if second_term_ends else signal.SIG_IGN)
+        sys.unraisablehook = _quiet_half_built(sys.unraisablehook)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, first)
