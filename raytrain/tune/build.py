@@ -89,14 +89,13 @@ def check(loaded: LoadedSweep, plan_: Plan) -> list[str]:
     CheckpointConfig, FailureConfig). `tune` and
     `tune --dry-run` both run it before Ray starts and before the experiment folder is made.
     """
-    from raytrain.rllib.translate import located_warnings, rllib_warnings, writes
+    from raytrain.rllib.translate import located_warnings, rllib_warnings
 
     with rllib_warnings() as found:
         issues = _rllib_issues(loaded) or _placement_issues(loaded) or _tune_issues(loaded, plan_)
     if issues:
         raise ConfigError(issues)
-    return located_warnings(found, lambda key: key in loaded.sweep.set or writes(loaded.base.source, key),
-                            lambda key: _where(loaded, key), loaded.source.file)
+    return located_warnings(found, lambda key: _writes(loaded, key), lambda key: _where(loaded, key), loaded.source.file)
 
 
 def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:
@@ -125,6 +124,13 @@ def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:
     issues = _searched_trials_rejected(loaded, too_large)
     if issues:
         raise ConfigError(issues)
+
+
+def _writes(loaded: LoadedSweep, key: str) -> bool:
+    """Whether the sweep's `set:` or its base config writes the dotted key of a trial's base config."""
+    from raytrain.rllib.translate import writes
+
+    return key in loaded.sweep.set or writes(loaded.base.source, key)
 
 
 def _where(loaded: LoadedSweep, key: str) -> str | None:
@@ -197,10 +203,10 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
     """What RLlib rejects: the base config, else the first rejected value of each searched range."""
     problem = _rllib_problem(loaded.base.config)
     if problem:
-        from raytrain.rllib.translate import rejected_setting, writes
+        from raytrain.rllib.translate import rejected_setting
 
         what = "the train config" if loaded.sweep.base is None else f"the base config {loaded.base.source.file}"
-        key = rejected_setting(problem, lambda k: k in loaded.sweep.set or writes(loaded.base.source, k))
+        key = rejected_setting(problem, lambda k: _writes(loaded, k))
         where = loaded.source.file if key is None else _where(loaded, key)
         return [ConfigIssue(where, key or "", f"RLlib rejects {what} (with the sweep's `set:` and `stop:`): {problem}")]
     from raytrain.rllib.fit import SECTIONS, observation_issue, observation_problem
