@@ -51,6 +51,11 @@ class ConfigIssue:
         return f"{prefix}{key}{self.message}"
 
 
+def config_warning(where: str | None, path: str, text: str) -> str:
+    """A warning about a config, formatted as a `ConfigIssue` is: `warning: file:line: key: text`."""
+    return f"warning: {ConfigIssue(where, path, text)}"
+
+
 class ConfigError(RaytrainError):
     """The config file (or an override) is invalid. Holds every issue found, not just the first."""
 

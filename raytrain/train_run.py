@@ -19,7 +19,7 @@ from typing import Any
 
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source
-from raytrain.errors import ConfigIssue
+from raytrain.errors import ConfigIssue, config_warning
 from raytrain.runs import RunFolder
 from raytrain.training import IterationReport, TrainOutcome
 
@@ -143,11 +143,11 @@ def prepare(
     if not cfg.stop:
         notify("warning: no stop criteria: training runs until Ctrl-C")
     if cfg.resources.placement_strategy is not None:
-        at = loaded.source.where(("resources", "placement_strategy"))
-        notify(f"warning: {at + ': ' if at else ''}resources.placement_strategy: {cfg.resources.placement_strategy} "
-               "applies to a sweep's trials only (Tune places each trial's actors in one placement group with it); "
-               "`raytrain train` runs RLlib's Algorithm in its own process, where RLlib places no group, so Ray "
-               "places its env runners and learners by its default policy")
+        notify(config_warning(
+            loaded.source.where(("resources", "placement_strategy")), "resources.placement_strategy",
+            f"{cfg.resources.placement_strategy} applies to a sweep's trials only (Tune places each trial's actors "
+            "in one placement group with it); `raytrain train` runs RLlib's Algorithm in its own process, where "
+            "RLlib places no group, so Ray places its env runners and learners by its default policy"))
 
     # RLlib's own checks, before Ray starts and before anything is written (importing RLlib takes seconds).
     from raytrain.rllib.translate import check_with_rllib

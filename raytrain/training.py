@@ -337,7 +337,7 @@ def connected_ray(where: str) -> RayCpus:
     alive = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
     cpus = [float(resources.get("CPU", 0.0)) for resources in alive]
     gpus = [float(resources.get("GPU", 0.0)) for resources in alive]
-    names = {name for resources in alive for name in resources}
+    names = {name for resources in alive for name in resources} - {"CPU", "GPU"}  # counted above
     custom = {name: sum(float(r.get(name, 0.0)) for r in alive) for name in names}
     most = {name: max(float(r.get(name, 0.0)) for r in alive) for name in names}
     count = f"{len(cpus)} node{'s' if len(cpus) != 1 else ''}"

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from raytrain.config import aliases, yaml_bools
 from raytrain.config.schema import SECTIONS, RaytrainConfig, section_keys
 from raytrain.config.source import Source, apply_overrides, read_yaml
-from raytrain.errors import ConfigError, ConfigIssue
+from raytrain.errors import ConfigError, ConfigIssue, config_warning
 from raytrain.imports import gym_module_id, import_module, resolve_import
 
 
@@ -349,8 +349,7 @@ def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue
     t, r = cfg.training, cfg.env_runners
 
     def warn(path: tuple[str, ...], text: str) -> None:
-        where = source.where(path)
-        warnings.append(f"warning: {where + ': ' if where else ''}{'.'.join(path)}: {text}")
+        warnings.append(config_warning(source.where(path), ".".join(path), text))
 
     if t.minibatch_size and t.train_batch_size and t.minibatch_size > t.train_batch_size:
         issues.append(

@@ -131,11 +131,13 @@ def located_warnings(found: list[str], written: Callable[[str], bool], where: Ca
                      file: str | None) -> list[str]:
     """RLlib's warnings (`rllib_warnings`) as raytrain's: at the setting each names that the config writes,
     else at the file."""
+    from raytrain.errors import config_warning
+
     lines = []
     for text in found:
         key = rejected_setting(text, written)
         at = file if key is None else where(key)
-        lines.append(f"warning: {at + ': ' if at else ''}{key + ': ' if key else ''}RLlib: {text}")
+        lines.append(config_warning(at, key or "", f"RLlib: {text}"))
     return lines
 
 
