@@ -164,27 +164,43 @@ def import_rllib(
     experiment: str | None = typer.Option(None, help="Which experiment of the file to convert, when it holds several."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
 ) -> None:
-    """Convert RLlib's former tuned-example YAML into a raytrain config, listing what cannot be translated."""
+    """Convert RLlib's former tuned-example YAML into a raytrain config (a grid sweep where it has grid_search
+    values), listing what cannot be translated."""
     import yaml
 
     from raytrain.config import aliases
     from raytrain.config.import_rllib import convert
     from raytrain.config.load import load_source
     from raytrain.config.source import Source, read_yaml
+    from raytrain.config.sweep_load import load_sweep_source
 
     source = read_yaml(file)
     result = convert(source, experiment)
-    # Validate a copy through the same path `raytrain train` takes (aliases, schema, env, stop).
-    loaded = load_source(Source(json.loads(json.dumps(result.data)), dict(result.origins), str(file)))
-    data = loaded.config.to_yaml_dict(only_written=True)
-    if "stop" in data:  # thresholds are floats; a count reads as one (100000, not 100000.0)
-        data["stop"] = {k: int(v) if float(v).is_integer() else v for k, v in data["stop"].items()}
-    text = yaml.safe_dump(data, sort_keys=False)
     header = f"# Converted from {file} by `raytrain config import-rllib`.\n"
+    notes = [f"notice: {n}" for n in result.notes]
+    if result.space:
+        # A sweep: validated as `raytrain tune` validates one (the train config, the space over it).
+        swept = load_sweep_source(result.sweep_source(str(file)), file, storage="skip")
+        loaded, notices = swept.base, swept.notices
+        data = result.sweep()
+        data["train"] = loaded.config.to_yaml_dict(only_written=True)
+        header = (f"# Converted from {file} by `raytrain config import-rllib`: a grid sweep over its grid_search "
+                  "values; run it with `raytrain tune THIS_FILE`.\n")
+        notes.append(f"notice: {file}: its grid_search values ({', '.join(result.space)}) became a grid sweep "
+                     "(search.algorithm grid, space:), with the train config embedded as train:; run it with "
+                     "raytrain tune")
+    else:
+        # Validate a copy through the same path `raytrain train` takes (aliases, schema, env, stop).
+        loaded = load_source(Source(json.loads(json.dumps(result.data)), dict(result.origins), str(file)))
+        notices = loaded.notices
+        data = loaded.config.to_yaml_dict(only_written=True)
+    if "storage_path" in result.data["experiment"]:  # as written: `~/ray_results`, not this machine's home
+        (data["train"] if result.space else data)["experiment"]["storage_path"] = result.data["experiment"]["storage_path"]
+    text = yaml.safe_dump(data, sort_keys=False)
     if result.untranslated:
         header += "# Not translated (no counterpart on RLlib's new API stack or in raytrain):\n"
         header += "".join(f"#   {line}\n" for line in result.untranslated)
-    say([n.removesuffix(aliases.RENAME_HINT) for n in loaded.notices] + [f"notice: {n}" for n in result.notes])
+    say([n.removesuffix(aliases.RENAME_HINT) for n in notices] + notes)
     for line in result.untranslated:
         err.print(f"not translated: {line}", style="yellow", markup=False)
     if output:

@@ -10,6 +10,10 @@ The old format:
 
 Flat `config` keys are placed in their raytrain sections; old names become new ones through the same
 alias table `raytrain train` uses. Whatever cannot be translated is listed, never silently dropped.
+
+A setting written `{grid_search: [...]}` (Tune's grid, the one search the old YAML could write) makes the
+result a sweep file instead: the train config every trial starts from, embedded as `train:`, and a `space:`
+of `distribution: grid` entries over the new names (`raytrain tune`, search.algorithm grid).
 """
 
 from __future__ import annotations
@@ -50,6 +54,27 @@ class ImportResult:
     notes: list[str] = field(default_factory=list)
     origins: dict[tuple[str, ...], str] = field(default_factory=dict)
     """The `file:line` of the old key each converted path came from: errors and notices name the old file's lines."""
+    space: dict[str, list[Any]] = field(default_factory=dict)
+    """The grid_search values of each setting the old file searched, by its new dotted key (left out of `data`)."""
+    sweep_origins: dict[tuple[str, ...], str] = field(default_factory=dict)
+    """The `file:line` of the old key of each path of `sweep()` that is not in the train config (`space`, ...)."""
+    num_samples: int | None = None
+    """The old experiment's `num_samples` (how many times the grid runs), where it set one."""
+
+    def sweep(self) -> dict[str, Any]:
+        """The sweep file (YAML-ready data) of a conversion with a `space`: a grid over it, `data` embedded."""
+        search: dict[str, Any] = {"algorithm": "grid"}
+        if self.num_samples is not None:
+            search["num_samples"] = self.num_samples
+        return {"train": self.data, "search": search,
+                "space": {key: {"distribution": "grid", "values": values} for key, values in self.space.items()}}
+
+    def sweep_source(self, file: str) -> Source:
+        """`sweep()` as a Source whose every path names its line in the old `file`."""
+        import json
+
+        origins = {("train", *path): where for path, where in self.origins.items()} | self.sweep_origins
+        return Source(json.loads(json.dumps(self.sweep())), origins, file)
 
 
 def _placement() -> dict[str, tuple[str, str]]:
@@ -77,6 +102,26 @@ def _mapping(source: Source, path: tuple[str, ...], what: str) -> dict[str, Any]
     if not isinstance(value, dict):
         raise ConfigError([ConfigIssue(source.where(path), ".".join(path), f"must be a mapping of {what} (got {_a(value)})")])
     return value
+
+
+def _is_grid(value: Any) -> bool:
+    return isinstance(value, dict) and "grid_search" in value
+
+
+def _grid_values(value: Any, source: Source, path: tuple[str, ...]) -> list[Any]:
+    values = value["grid_search"]
+    if len(value) != 1 or not isinstance(values, list) or not values:
+        raise ConfigError([ConfigIssue(source.where(path), ".".join(path[1:]),
+                                       "a grid_search needs a list of at least one value: `{grid_search: [a, b]}`")])
+    return list(values)
+
+
+def _nested_grids(value: Any, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The paths of the grid_searches anywhere in `value` (at `path`)."""
+    if _is_grid(value):
+        return [path]
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return [found for key, item in items for found in _nested_grids(item, (*path, str(key)))]
 
 
 def convert(source: Source, experiment: str | None = None) -> ImportResult:
@@ -112,24 +157,51 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
         where = source.where((experiment, *old_path))
         if where is not None:
             origins[new] = where
+    consumed: set[tuple[str, ...]] = set()
+
+    def searched(value: Any, new: tuple[str, ...], old_path: tuple[str, ...], convert_value: Any = None) -> bool:
+        """Whether `value` is a grid_search: its values go to the sweep's space at `new`, not to the config."""
+        if not _is_grid(value):
+            return False
+        values = _grid_values(value, source, (experiment, *old_path))
+        consumed.add(old_path)
+        key = ".".join(new)
+        result.space[key] = [convert_value(v) for v in values] if convert_value else values
+        where = source.where((experiment, *old_path))
+        if where is not None:
+            result.sweep_origins[("space", key)] = where
+        return True
+
     env = old.get("env", config.pop("env", None))
     if env is None:
         raise ConfigError([ConfigIssue(source.where((experiment,)), experiment, "has no env")])
+    env_path = ("env",) if "env" in old else ("config", "env")
+    if _is_grid(env):
+        raise ConfigError([ConfigIssue(
+            source.where((experiment, *env_path)), ".".join(env_path),
+            "a grid_search over the env cannot be converted: a raytrain sweep trains one env (its trials may vary "
+            "environment.env_config.<key>); convert the file once per env, each with one env")])
     out["environment"] = {"env": env}
-    came_from(("environment", "env"), ("env",) if "env" in old else ("config", "env"))
+    came_from(("environment", "env"), env_path)
     if "env_config" in config:
-        out["environment"]["env_config"] = config.pop("env_config")
+        env_config = config.pop("env_config")
+        if isinstance(env_config, dict):
+            env_config = {k: v for k, v in env_config.items()
+                          if not searched(v, ("environment", "env_config", str(k)), ("config", "env_config", str(k)))}
+        out["environment"]["env_config"] = env_config
         came_from(("environment", "env_config"), ("config", "env_config"))
     if stop:
         out["stop"] = dict(stop)
         for key in stop:
             came_from(("stop", key), ("stop", key))
     for key, new_key in (("checkpoint_freq", "checkpoint_frequency"), ("checkpoint_frequency", "checkpoint_frequency"),
-                         ("checkpoint_at_end", "checkpoint_at_end"), ("keep_checkpoints_num", "num_to_keep")):
+                         ("checkpoint_at_end", "checkpoint_at_end"), ("keep_checkpoints_num", "num_to_keep"),
+                         ("local_dir", "storage_path"), ("storage_path", "storage_path")):
         if key in old:
             out["experiment"][new_key] = old[key]
             came_from(("experiment", new_key), (key,))
-    known_top = {"run", "env", "config", "stop", "checkpoint_freq", "checkpoint_frequency", "checkpoint_at_end", "keep_checkpoints_num"}
+    known_top = {"run", "env", "config", "stop", "checkpoint_freq", "checkpoint_frequency", "checkpoint_at_end",
+                 "keep_checkpoints_num", "num_samples", "local_dir", "storage_path"}
     for key in old:
         if key not in known_top:
             result.untranslated.append(f"{key}: no raytrain counterpart for this experiment-level setting")
@@ -145,18 +217,45 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
         elif key == "model":
             model_keys = set(section_keys("model"))
             for mkey, mvalue in _mapping(source, (experiment, "config", "model"), "model settings").items():
+                if mkey in model_keys and searched(mvalue, ("model", mkey), ("config", "model", mkey)):
+                    continue
                 if mkey in model_keys:
                     out.setdefault("model", {})[mkey] = mvalue
                     came_from(("model", mkey), ("config", "model", mkey))
                 else:
                     result.untranslated.append(f"config.model.{mkey}: not a field of RLlib's DefaultModelConfig")
+        elif key in aliases.KEY_ALIASES and searched(value, aliases.KEY_ALIASES[key][:2], ("config", key),
+                                                     aliases.KEY_ALIASES[key][2]):
+            continue
         elif key in aliases.KEY_ALIASES or key in aliases.UNSUPPORTED:
             out[key] = value  # moved (with a notice) or rejected by aliases.normalize
             came_from((key,), ("config", key))
+        elif key in place and searched(value, place[key], ("config", key)):
+            continue
         elif key in place:
             section, new_key = place[key]
             out.setdefault(section, {})[new_key] = value
             came_from((section, new_key), ("config", key))
         else:
             result.untranslated.append(f"config.{key}: unknown on RLlib's new API stack or not supported by raytrain")
+    _refuse_other_grids(source, experiment, consumed)
+    if result.space and "num_samples" in old:
+        result.num_samples = old["num_samples"]
+        came = source.where((experiment, "num_samples"))
+        if came is not None:
+            result.sweep_origins[("search", "num_samples")] = came
+    elif "num_samples" in old:
+        result.untranslated.append("num_samples: no raytrain counterpart for a train config (a sweep's "
+                                   "search.num_samples repeats trials)")
     return result
+
+
+def _refuse_other_grids(source: Source, experiment: str, consumed: set[tuple[str, ...]]) -> None:
+    """A grid_search the conversion did not take as a searched setting (inside a list or a setting's value,
+    in `stop:`, in an untranslated key): an error at its line rather than a type error or a silent drop."""
+    for path in _nested_grids(source.data[experiment], (experiment,)):
+        if path[1:] not in consumed:
+            raise ConfigError([ConfigIssue(
+                source.where(path), ".".join(path[1:]),
+                "this grid_search cannot be converted: a raytrain sweep searches a setting's whole value (`space: "
+                "{KEY: {distribution: grid, values: [...]}}`); write the whole value in each of its values")])

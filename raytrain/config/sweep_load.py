@@ -229,9 +229,15 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *, storage:
     would pass (`--dry-run` and the real run alike); "skip" leaves it to the machine that runs the sweep
     (--submit: the head).
     """
+    return load_sweep_source(read_yaml(path), path, overrides, storage=storage)
+
+
+def load_sweep_source(source: Source, path: str | Path, overrides: list[str] | None = None, *,
+                      storage: str = "probe") -> LoadedSweep:
+    """`load_sweep` of a sweep file already read (or made: `config import-rllib`) into `source`; a `base:` is
+    relative to `path`."""
     if storage not in ("probe", "skip"):
         raise ValueError(f"storage must be 'probe' or 'skip', not {storage!r}")
-    source = read_yaml(path)
     notices = apply_overrides(source, overrides or [], DOTTED_KEY_MAPPINGS)
     try:
         sweep = SweepConfig.model_validate(source.data)

@@ -152,3 +152,99 @@ def test_schema_does_not_overwrite_a_file_without_force(tmp_path):
     forced = CliRunner().invoke(app, ["config", "schema", "-o", str(target), "--force"])
     assert forced.exit_code == 0, forced.output
     assert json.loads(target.read_text())["title"]
+
+
+GRID_EXAMPLE = """\
+cartpole-ppo:
+    env: CartPole-v1
+    run: PPO
+    num_samples: 2
+    checkpoint_freq: 5
+    stop:
+        timesteps_total: 100000
+    config:
+        gamma: 0.99
+        lr:
+            grid_search: [0.001, 0.0003]
+        num_sgd_iter: {grid_search: [6, 10]}
+        model:
+            fcnet_hiddens: {grid_search: [[32], [64, 64]]}
+        env_config: {render_mode: null}
+"""
+
+
+def test_grid_search_values_become_a_grid_sweep(write_yaml, tmp_path, monkeypatch):
+    """Old tuned examples swept with `{grid_search: [...]}`: the import said `training.num_epochs: Input should be
+    a valid integer` (exit 2), where raytrain sweeps a grid itself (`raytrain tune`, search.algorithm grid)."""
+    from raytrain.config.sweep_load import load_sweep
+
+    monkeypatch.setenv("HOME", str(tmp_path / "converter"))
+    path = write_yaml(GRID_EXAMPLE, "old.yaml")
+    out = tmp_path / "sweep.yaml"
+    result = _import(path, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    data = yaml.safe_load(text)
+    assert set(data) == {"train", "search", "space"}
+    assert data["search"] == {"algorithm": "grid", "num_samples": 2}
+    assert data["space"] == {
+        "training.lr": {"distribution": "grid", "values": [0.001, 0.0003]},
+        "training.num_epochs": {"distribution": "grid", "values": [6, 10]},
+        "model.fcnet_hiddens": {"distribution": "grid", "values": [[32], [64, 64]]},
+    }
+    # The searched settings are the space's alone; the rest is the train config every trial starts from.
+    assert data["train"] == {
+        "experiment": {"name": "cartpole-ppo", "checkpoint_frequency": 5},
+        "environment": {"env": "CartPole-v1", "env_config": {"render_mode": None}},
+        "training": {"gamma": 0.99},
+        "stop": {"num_env_steps_sampled_lifetime": 100000},
+    }
+    assert "num_samples" not in text.partition("\ntrain:")[0]  # not listed as untranslated
+    assert "raytrain tune" in text.splitlines()[0] + text.splitlines()[1]
+    assert f"notice: {path}: its grid_search values (training.lr, training.num_epochs, model.fcnet_hiddens) became " \
+           "a grid sweep" in result.output
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    loaded = load_sweep(out, storage="skip")
+    assert loaded.sweep.search.algorithm == "grid" and loaded.name == "cartpole-ppo_grid"
+    assert loaded.sweep.checkpoint.frequency == 5
+
+
+@pytest.mark.parametrize(
+    ("config", "line", "said"),
+    [
+        # A grid over what a sweep cannot vary: refused at the old file's line.
+        ("    env: {grid_search: [CartPole-v1, Acrobot-v1]}\n", 4,
+         "config.env: a grid_search over the env cannot be converted: a raytrain sweep trains one env"),
+        ("    lr: {grid_search: []}\n", 4, "config.lr: a grid_search needs a list of at least one value"),
+        ("    lr: {grid_search: 0.1}\n", 4, "config.lr: a grid_search needs a list of at least one value"),
+        ("    lr: {grid_search: [0.1], extra: 1}\n", 4, "config.lr: a grid_search needs a list of at least one value"),
+        ("    lr: {grid_search: [0.1, -1.0]}\n", 4, "training.lr"),
+        ("    env_config:\n      a: {b: {grid_search: [1, 2]}}\n", 5,
+         "config.env_config.a.b: this grid_search cannot be converted"),
+        ("    model: {fcnet_hiddens: [{grid_search: [1, 2]}]}\n", 4,
+         "config.model.fcnet_hiddens.0: this grid_search cannot be converted"),
+    ],
+)
+def test_a_grid_search_that_cannot_be_a_sweep_is_exit_2_at_its_line(write_yaml, tmp_path, config, line, said):
+    head = "x:\n  run: PPO\n" if "env:" in config else "x:\n  env: CartPole-v1\n"
+    path = write_yaml(head + "  config:\n" + config, "old.yaml")
+    out = tmp_path / "sweep.yaml"
+    result = _import(path, "-o", str(out))
+    assert result.exit_code == 2, result.output
+    assert f"error: {path}:{line}: " in result.output and said in result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("key", ["local_dir", "storage_path"])
+def test_the_old_results_folder_becomes_the_storage_path_as_written(write_yaml, tmp_path, monkeypatch, key):
+    """Tune's `local_dir` (`storage_path` since Ray 2.7) was listed as untranslated, so the converted run wrote to
+    ~/raytrain_results instead of where the old one did. It is written as the old file wrote it (`~` kept)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "converter"))
+    path = write_yaml(f"x:\n  env: CartPole-v1\n  {key}: ~/ray_results\n", "old.yaml")
+    out = tmp_path / "new.yaml"
+    result = _import(path, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(out.read_text())["experiment"] == {"name": "x", "storage_path": "~/ray_results"}
+    assert "not translated" not in result.output
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert load_config(out).config.experiment.storage_path == str(tmp_path / "user" / "ray_results")
