@@ -104,6 +104,11 @@ def _mapping(source: Source, path: tuple[str, ...], what: str) -> dict[str, Any]
     return value
 
 
+def config_note(where: str | None, key: str, text: str) -> str:
+    """A note about the old file's `config.<key>`, at its line."""
+    return str(ConfigIssue(where, f"config.{key}", text))
+
+
 def _is_grid(value: Any) -> bool:
     return isinstance(value, dict) and "grid_search" in value
 
@@ -172,7 +177,12 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
             result.sweep_origins[("space", key)] = where
         return True
 
-    env = old.get("env", config.pop("env", None))
+    env = old.get("env", config.get("env"))
+    if "env" in old and "env" in config and config["env"] != env:
+        result.notes.append(config_note(source.where((experiment, "config", "env")), "env",
+                                        f"dropped: the experiment's env ({env}, {source.where((experiment, 'env'))}) "
+                                        "replaces it, as RLlib's `rllib train -f` did"))
+    config.pop("env", None)
     if env is None:
         raise ConfigError([ConfigIssue(source.where((experiment,)), experiment, "has no env")])
     env_path = ("env",) if "env" in old else ("config", "env")
@@ -209,8 +219,8 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
     place = _placement()
     for key, value in config.items():
         if key in NO_OPS:
-            where = source.where((experiment, "config", key))
-            result.notes.append(f"{where + ': ' if where else ''}config.{key}: dropped, it has no effect on RLlib's new API stack")
+            result.notes.append(config_note(source.where((experiment, "config", key)), key,
+                                            "dropped, it has no effect on RLlib's new API stack"))
         elif key == "framework":
             out["framework"] = value  # aliases.normalize accepts torch and rejects tf with the reason
             came_from(("framework",), ("config", key))

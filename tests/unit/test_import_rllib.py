@@ -248,3 +248,14 @@ def test_the_old_results_folder_becomes_the_storage_path_as_written(write_yaml, 
     assert "not translated" not in result.output
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     assert load_config(out).config.experiment.storage_path == str(tmp_path / "user" / "ray_results")
+
+
+def test_an_env_in_both_places_keeps_the_experiments_and_says_so(write_yaml):
+    """`env:` beside `config: {env: ...}`: the config's was dropped without a word (RLlib's runner took the
+    experiment's too)."""
+    path = write_yaml("x:\n  env: CartPole-v1\n  config:\n    env: Acrobot-v1\n", "old.yaml")
+    result = _import(path)
+    assert result.exit_code == 0, result.output
+    assert "env: CartPole-v1" in result.output and "env: Acrobot-v1" not in result.output.partition("notice")[0]
+    assert (f"notice: {path}:4: config.env: dropped: the experiment's env (CartPole-v1, {path}:2) replaces it, as "
+            "RLlib's `rllib train -f` did") in result.output
