@@ -194,9 +194,10 @@ def evaluation_algorithm(plan: EvalPlan) -> Iterator[Algorithm]:
 
     config = build_ppo_config(plan.config)
     if plan.config.env_runners.observation_filter == "MeanStdFilter":
-        from raytrain.rllib.connectors import frozen_mean_std_filter
+        from raytrain.rllib.connectors import frozen_flat_mean_std_filter, frozen_mean_std_filter
 
-        config.env_runners(env_to_module_connector=frozen_mean_std_filter)
+        frozen = frozen_flat_mean_std_filter if plan.config.env_runners.flatten_observations else frozen_mean_std_filter
+        config.env_runners(env_to_module_connector=frozen)
     with algorithm(config) as algo:
         algo.restore_from_path(str(plan.checkpoint))
         yield algo

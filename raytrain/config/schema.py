@@ -84,7 +84,7 @@ class RLlib:
     """RLlib's keyword, where it is not the field's Python name."""
     call: str | None = None
     """The PPOConfig builder method, where it is not the section's `RLLIB_CALL` (or the section has none)."""
-    values: Mapping[str, str | None] = field(default_factory=dict)
+    values: Mapping[str | bool, str | None] = field(default_factory=dict)
     """raytrain value -> RLlib value, where they differ; None: leave the setting at RLlib's default."""
     import_path: bool = False
     """A value with a `:` is an import path `"pkg.module:Name"`, imported when the PPOConfig is built."""
@@ -225,6 +225,12 @@ class EnvRunnersConfig(_Section):
         ),
     ] = None
     """MeanStdFilter normalizes observations with running statistics (RLlib's MeanStdFilter connector)."""
+    flatten_observations: Annotated[
+        bool | None,
+        RLlib(name="env_to_module_connector", values={True: "raytrain.rllib.connectors:flatten_observations",
+                                                      False: None}, import_path=True),
+    ] = None
+    """true: give the network each observation as one vector (RLlib's FlattenObservations connector: a Discrete becomes one-hot, a MultiDiscrete one-hot per part, a Tuple or Dict one vector), for envs whose observations PPO's network cannot take as they are (FrozenLake-v1, Taxi-v3, Blackjack-v1); before the observation_filter."""
     num_cpus_per_env_runner: float | None = Field(default=None, ge=0)
     """CPUs reserved for each EnvRunner actor."""
     num_gpus_per_env_runner: float | None = Field(default=None, ge=0)

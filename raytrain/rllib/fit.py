@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 SECTIONS = ("environment", "model")
 """The sections whose values decide the network's shapes."""
+FIELDS = (("env_runners", "flatten_observations"),)
+"""The fields of other sections that do: what the network's input is."""
 
 MODULE_STATE = Path("learner_group", "learner", "rl_module", "default_policy", "module_state.pkl")
 
@@ -31,12 +33,17 @@ def _dotted(section: str, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def changed_keys(saved: RaytrainConfig, cfg: RaytrainConfig) -> dict[str, tuple[Any, Any]]:
-    """{dotted key: (saved value, value)} of the keys of `SECTIONS` that differ between two configs, in schema order."""
+    """{dotted key: (saved value, value)} of the keys of `SECTIONS` and `FIELDS` that differ between two configs, in
+    schema order."""
     changed = {}
     for section in SECTIONS:
         old = _dotted(section, getattr(saved, section).model_dump(mode="json"))
         new = _dotted(section, getattr(cfg, section).model_dump(mode="json"))
         changed.update({key: (old.get(key), value) for key, value in new.items() if old.get(key) != value})
+    for section, name in FIELDS:
+        was, value = getattr(getattr(saved, section), name), getattr(getattr(cfg, section), name)
+        if was != value:
+            changed[f"{section}.{name}"] = (was, value)
     return changed
 
 
@@ -99,15 +106,36 @@ def observation_problem(cfg: RaytrainConfig) -> str | None:
         env.close()
 
 
+FLATTEN = "env_runners.flatten_observations"
+
+
+def network_observations(cfg: RaytrainConfig, env: Any) -> Any:
+    """The observation space the network of `cfg` takes from `env`: the env's, or with `env_runners.flatten_observations`
+    what RLlib's FlattenObservations connector makes of it (raises what that raises for a space it cannot flatten)."""
+    if not cfg.env_runners.flatten_observations:
+        return env.observation_space
+    from ray.rllib.connectors.env_to_module import FlattenObservations
+
+    return FlattenObservations(input_observation_space=env.observation_space,
+                               input_action_space=env.action_space).observation_space
+
+
 def _space_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_config: dict[str, Any]) -> str | None:
     from ray.rllib.utils.error import UnsupportedSpaceException
 
     try:
-        catalog = catalog_class(env.observation_space, env.action_space, model_config)
+        observations = network_observations(cfg, env)
+    except Exception as exc:
+        return (f"the env's observation space {env.observation_space} cannot be flattened ({FLATTEN}): RLlib's "
+                f"FlattenObservations says {type(exc).__name__}: {exc}. Give the env an observation space of Boxes, "
+                "Discretes and MultiDiscretes (in a Tuple or Dict where need be)")
+    try:
+        catalog = catalog_class(observations, env.action_space, model_config)
     except ValueError:
         return (f"the env's observation space {env.observation_space} has no network of PPO's: RLlib's encoders take a "
-                f"Box of one dimension (a vector) or three (an image). {_flatten_hint(cfg.environment.env)} (a Discrete "
-                "becomes one-hot, a Dict or Tuple one vector)")
+                f"Box of one dimension (a vector) or three (an image). Set `{FLATTEN}: true` to give the network each "
+                "observation as one vector (RLlib's FlattenObservations: a Discrete becomes one-hot, a Dict or Tuple "
+                "one vector)")
     except Exception:  # anything else: RLlib's build reports it as it does now
         return None
     try:
@@ -125,21 +153,6 @@ def observation_issue(cfg: RaytrainConfig, source: Source) -> ConfigIssue | None
     """`observation_problem` at `environment.env` of `source`."""
     problem = observation_problem(cfg)
     return None if problem is None else ConfigIssue(source.where(("environment", "env")), "environment.env", problem)
-
-
-def _flatten_hint(env: str) -> str:
-    """How to flatten the observations of `env` (a Gymnasium id, or `pkg.module:Class`) where it is made: a
-    class, since RLlib makes a custom env from a class only."""
-    from raytrain.imports import gym_module_id
-
-    wrapper = "gymnasium.wrappers.FlattenObservation"
-    if ":" in env and gym_module_id(env) is None:  # the user's own class
-        module, _, name = env.partition(":")
-        made, where = f"{name}(config)", f"in {module.replace('.', '/')}.py"
-    else:
-        module, made, where = "my_envs", f"gymnasium.make({env!r}, **(config or {{}}))", "in a module of your own, my_envs.py"
-    return (f"Flatten them where the env is made, {where}: `class Flat({wrapper}):` with `def __init__(self, "
-            f"config=None): super().__init__({made})`, and `env: '{module}:Flat'`")
 
 
 def _built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:
@@ -161,7 +174,10 @@ def _built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:
     for log in loggers:
         log.setLevel(logging.ERROR)
     try:
-        module = config.get_rl_module_spec(env=env).build()
+        from ray.rllib.core import DEFAULT_MODULE_ID
+
+        spaces = {DEFAULT_MODULE_ID: (network_observations(cfg, env), env.action_space)}
+        module = config.get_rl_module_spec(spaces=spaces).build()
     finally:
         for log, level in zip(loggers, levels):
             log.setLevel(level)
@@ -177,7 +193,8 @@ def _shape(shape: tuple[int, ...] | None) -> str:
 def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved: RaytrainConfig) -> ConfigIssue | None:
     """An issue at the changed key when the network `cfg` builds cannot take `checkpoint`'s weights, else None.
 
-    `saved` is the config the checkpoint was written with. Nothing is built when no key of `SECTIONS` changed.
+    `saved` is the config the checkpoint was written with. Nothing is built when no key of `SECTIONS` or `FIELDS`
+    changed.
     """
     changed = changed_keys(saved, cfg)
     if not changed:

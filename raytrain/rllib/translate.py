@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 # Import path of the callbacks raytrain plugs into every run (its running-mean return metrics).
 CALLBACKS = "raytrain.rllib.callbacks:RaytrainCallbacks"
+# The env-to-module connectors of env_runners.flatten_observations and observation_filter: MeanStdFilter together.
+FLAT_MEAN_STD = "raytrain.rllib.connectors:flat_mean_std_filter"
 
 
 def _rllib_value(field: RLlibField, value: Any) -> Any:
@@ -51,6 +53,8 @@ def rllib_calls(cfg: RaytrainConfig) -> dict[str, dict[str, Any]]:
             kwargs = kwargs.setdefault(field.within, {})
         if value is not None:
             kwargs[field.keyword] = value
+    if cfg.env_runners.flatten_observations and cfg.env_runners.observation_filter == "MeanStdFilter":
+        calls["env_runners"]["env_to_module_connector"] = FLAT_MEAN_STD  # both fields' connectors, in order
     calls["callbacks"] = {"callbacks_class": CALLBACKS}
     return calls
 

@@ -209,7 +209,7 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
         key = rejected_setting(problem, lambda k: _writes(loaded, k))
         where = loaded.source.file if key is None else _where(loaded, key)
         return [ConfigIssue(where, key or "", f"RLlib rejects {what} (with the sweep's `set:` and `stop:`): {problem}")]
-    from raytrain.rllib.fit import SECTIONS, observation_issue, observation_problem
+    from raytrain.rllib.fit import changed_keys, observation_issue, observation_problem
 
     base = loaded.base.config
     if (unfit := observation_issue(base, loaded.base.source)) is not None:
@@ -220,7 +220,7 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
         if found is not None:
             return f"RLlib rejects a trial's config: {found}"
         # a searched env_config or model value can change the env's spaces or the network PPO builds for them
-        if any(getattr(trial, section) != getattr(base, section) for section in SECTIONS):
+        if changed_keys(base, trial):
             return observation_problem(trial)
         return None
 

@@ -354,6 +354,33 @@ def test_eval_plays_the_checkpoints_observation_filter_as_saved(ray_session, sma
         assert filter_state(algo) == saved
 
 
+def test_discrete_observations_train_and_play_with_flatten_observations(ray_session, small_config):
+    """FrozenLake's Discrete(16) observations had no network of PPO's; `env_runners.flatten_observations: true`
+    makes them one-hot (RLlib's FlattenObservations) in the env runners, here a remote one, before the filter;
+    eval plays the checkpoint the same way, its filter frozen as saved."""
+    from raytrain.evaluate import evaluation_algorithm, plan_eval
+
+    path, storage = small_config
+    text = path.read_text().replace("{env: CartPole-v1}", "{env: FrozenLake-v1, env_config: {is_slippery: false}}")
+    path.write_text(text.replace("num_env_runners: 0, num_envs_per_env_runner: 2}",
+                                 "num_env_runners: 1, num_envs_per_env_runner: 2, flatten_observations: true, "
+                                 "observation_filter: MeanStdFilter}"))
+    result = invoke(["train", str(path)])
+    assert result.exit_code == 0, result.output
+    run = _run_dir(result.stdout)
+    played = invoke(["eval", str(run), "--episodes", "2", "--json"])
+    assert played.exit_code == 0, played.output
+    assert json.loads(played.stdout)["episodes"] == 2
+    plan = plan_eval(run)
+    with evaluation_algorithm(plan) as algo:
+        names = [type(piece).__name__ for piece in algo.env_runner._env_to_module.connectors]
+        assert names[:2] == ["FlattenObservations", "MeanStdFilter"], names
+        assert algo.env_runner._env_to_module.observation_space.shape == (16,)
+        saved = json.dumps(algo.env_runner.get_state()["env_to_module_connector"], default=repr, sort_keys=True)
+        algo.env_runner.sample(num_episodes=2, explore=False, random_actions=False)
+        assert json.dumps(algo.env_runner.get_state()["env_to_module_connector"], default=repr, sort_keys=True) == saved
+
+
 SHIPPED = sorted(p for p in (Path(__file__).parents[2] / "configs").glob("*.yaml") if "\nenvironment:" in p.read_text())
 
 

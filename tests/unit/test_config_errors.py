@@ -681,10 +681,9 @@ def test_an_env_whose_observations_ppo_has_no_network_for_exits_2_before_ray(obs
     storage = obs_envs / "runs"
     path = write_yaml(f"experiment: {{storage_path: {storage}}}\nenvironment:\n  env: 'obs_walks:{env}'\n")
     said = (f"{path}:3: environment.env: the env's observation space {space} has no network of PPO's: RLlib's encoders "
-            "take a Box of one dimension (a vector) or three (an image). Flatten them where the env is made, in "
-            "obs_walks.py: `class Flat(gymnasium.wrappers.FlattenObservation):` with `def __init__(self, config=None): "
-            f"super().__init__({env}(config))`, and `env: 'obs_walks:Flat'` (a Discrete becomes one-hot, a Dict or "
-            "Tuple one vector)")
+            "take a Box of one dimension (a vector) or three (an image). Set `env_runners.flatten_observations: true` "
+            "to give the network each observation as one vector (RLlib's FlattenObservations: a Discrete becomes "
+            "one-hot, a Dict or Tuple one vector)")
     for args in (["train", str(path)], ["config", "validate", str(path)]):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2, result.output
@@ -700,13 +699,14 @@ def test_the_flatten_fix_it_names_passes_and_images_and_vectors_pass(obs_envs, w
     assert observation_problem(load_config(write_yaml("environment: {env: CartPole-v1}\n")).config) is None
 
 
-def test_a_gymnasium_id_gets_the_fix_with_gymnasium_make():
-    from raytrain.rllib.fit import _flatten_hint
+@pytest.mark.parametrize("env", ["DictWalk", "CellWalk", "GridWalk", "FlatWalk", "ImageWalk"])
+def test_the_flatten_setting_it_names_gives_ppo_a_network(obs_envs, write_yaml, env):
+    """The fix it named was a wrapper class in a module of the user's own; RLlib's FlattenObservations connector
+    does it, set by one line of the config."""
+    from raytrain.rllib.fit import observation_problem
 
-    assert _flatten_hint("FrozenLake-v1") == (
-        "Flatten them where the env is made, in a module of your own, my_envs.py: `class Flat(gymnasium.wrappers."
-        "FlattenObservation):` with `def __init__(self, config=None): super().__init__(gymnasium.make('FrozenLake-v1', "
-        "**(config or {})))`, and `env: 'my_envs:Flat'`")
+    text = f"environment: {{env: 'obs_walks:{env}'}}\nenv_runners: {{flatten_observations: true}}\n"
+    assert observation_problem(load_config(write_yaml(text)).config) is None
 
 
 @pytest.mark.parametrize("env, space", [("SwitchWalk", "MultiBinary(4)"), ("PadWalk", "Box(-1.0, 1.0, (2, 2), float32)")])
@@ -832,3 +832,15 @@ def test_a_path_written_with_an_environment_variable_says_none_is_expanded(write
     assert str(info.value).startswith(
         f"{cluster}:3: python: must be an absolute path (starting with /): raytrain expands no environment variable in "
         "a file (a value is used as written); write the path itself")
+
+
+def test_flatten_observations_counts_as_a_change_of_the_network(obs_envs, write_yaml):
+    """It decides the network's input: a resume that turns it on or off, and a sweep that searches it, get the
+    network checks that a changed env or model gets."""
+    from raytrain.rllib.fit import changed_keys, observation_problem
+
+    plain = load_config(write_yaml("environment: {env: 'obs_walks:CellWalk'}\n", "a.yaml")).config
+    flat = load_config(write_yaml("environment: {env: 'obs_walks:CellWalk'}\nenv_runners: {flatten_observations: true}\n",
+                                  "b.yaml")).config
+    assert changed_keys(flat, plain) == {"env_runners.flatten_observations": (True, None)}
+    assert observation_problem(flat) is None and "Set `env_runners.flatten_observations: true`" in observation_problem(plain)

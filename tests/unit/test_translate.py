@@ -6,7 +6,7 @@ import pytest
 
 from raytrain.config.load import load_config
 from raytrain.config.schema import SECTIONS
-from raytrain.rllib.connectors import mean_std_filter
+from raytrain.rllib.connectors import flat_mean_std_filter, flatten_observations, mean_std_filter
 from raytrain.rllib.translate import build_ppo_config, rllib_calls
 
 # raytrain field -> (PPOConfig attribute, expected value) for every field in all_fields.yaml.
@@ -21,7 +21,9 @@ EXPECTED = {
     "env_runners.num_envs_per_env_runner": ("num_envs_per_env_runner", 5),
     "env_runners.rollout_fragment_length": ("rollout_fragment_length", 40),
     "env_runners.batch_mode": ("batch_mode", "complete_episodes"),
-    "env_runners.observation_filter": ("_env_to_module_connector", mean_std_filter),
+    # Both env-to-module connectors, flattening first.
+    "env_runners.observation_filter": ("_env_to_module_connector", flat_mean_std_filter),
+    "env_runners.flatten_observations": ("_env_to_module_connector", flat_mean_std_filter),
     "env_runners.num_cpus_per_env_runner": ("num_cpus_per_env_runner", 2),
     "env_runners.num_gpus_per_env_runner": ("num_gpus_per_env_runner", 0.25),
     "env_runners.custom_resources_per_env_runner": ("custom_resources_per_env_runner", {"node_m8": 0.01}),
@@ -218,6 +220,27 @@ def test_env_import_path_is_imported_when_built(write_yaml):
     cfg = load_config(write_yaml(f"environment: {{env: '{path}'}}\n")).config
     assert rllib_calls(cfg)["environment"] == {"env": path, "env_config": {}}
     assert build_ppo_config(cfg).env is CartPoleEnv
+
+
+@pytest.mark.parametrize(("env_runners", "connector"), [
+    ("{flatten_observations: true}", flatten_observations),
+    ("{flatten_observations: true, observation_filter: NoFilter}", flatten_observations),
+    ("{flatten_observations: false, observation_filter: MeanStdFilter}", mean_std_filter),
+    ("{observation_filter: MeanStdFilter}", mean_std_filter),
+    ("{flatten_observations: false}", None),
+])
+def test_flatten_observations_and_the_filter_make_one_connector_list(write_yaml, env_runners, connector):
+    cfg = load_config(write_yaml(f"environment: {{env: CartPole-v1}}\nenv_runners: {env_runners}\n")).config
+    assert build_ppo_config(cfg)._env_to_module_connector is connector
+
+
+def test_flattened_filtered_observations_are_one_hot_then_normalized():
+    import gymnasium as gym
+
+    pieces = flat_mean_std_filter()
+    assert [type(p).__name__ for p in pieces] == ["FlattenObservations", "MeanStdFilter"]
+    pieces[0].input_observation_space, pieces[0].input_action_space = gym.spaces.Discrete(5), gym.spaces.Discrete(2)
+    assert pieces[0].observation_space.shape == (5,)
 
 
 def test_observation_filter_no_filter_is_left_to_rllib(write_yaml):
