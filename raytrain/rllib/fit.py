@@ -120,6 +120,25 @@ def network_observations(cfg: RaytrainConfig, env: Any) -> Any:
                                input_action_space=env.action_space).observation_space
 
 
+def _integer_box(observations: Any) -> str | None:
+    """Why a Box of integers (uint8 pixels, int64 counts) cannot reach PPO's network, else None: torch's layers
+    take floats, and RLlib passes the observations on as they are (`RuntimeError: mat1 and mat2 must have the
+    same dtype` or `Input type (unsigned char) and bias type (float) should be the same`, in the first iteration,
+    once Ray had started and the run folder was made)."""
+    import gymnasium
+    import numpy as np
+
+    if not isinstance(observations, gymnasium.spaces.Box) or np.issubdtype(observations.dtype, np.floating):
+        return None
+    if len(observations.shape) == 3:
+        return (f"the env's observations are images of {observations.dtype}, {observations}, and RLlib's CNN takes "
+                "floats: make them float32 where the env is made (scaled to [0, 1], with a float32 Box: "
+                "gymnasium.wrappers.TransformObservation), or set `" + FLATTEN + ": true` for a vector of floats "
+                "(an MLP over the pixels)")
+    return (f"the env's observations are {observations.dtype}, {observations}, and PPO's network takes floats: set `"
+            f"{FLATTEN}: true` (it gives float32 vectors), or make them float32 where the env is made")
+
+
 def _space_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_config: dict[str, Any]) -> str | None:
     from ray.rllib.utils.error import UnsupportedSpaceException
 
@@ -129,9 +148,17 @@ def _space_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_conf
         return (f"the env's observation space {env.observation_space} cannot be flattened ({FLATTEN}): RLlib's "
                 f"FlattenObservations says {type(exc).__name__}: {exc}. Give the env an observation space of Boxes, "
                 "Discretes and MultiDiscretes (in a Tuple or Dict where need be)")
+    if (integers := _integer_box(observations)) is not None:
+        return integers
     try:
         catalog = catalog_class(observations, env.action_space, model_config)
     except ValueError:
+        shape = getattr(observations, "shape", None)
+        if shape is not None and len(shape) == 3:  # an image of a size RLlib has no default CNN for
+            return (f"the env's observations are images of shape {list(shape)}, for which RLlib has no default CNN (it "
+                    "has one for 42x42, 64x64, 84x84 and 10x10 images, any number of channels): set model.conv_filters, "
+                    "a [out_channels, kernel, stride] per layer, or resize the images in the env (Atari's wrappers give "
+                    "84x84)")
         return (f"the env's observation space {env.observation_space} has no network of PPO's: RLlib's encoders take a "
                 f"Box of one dimension (a vector) or three (an image). Set `{FLATTEN}: true` to give the network each "
                 "observation as one vector (RLlib's FlattenObservations: a Discrete becomes one-hot, a Dict or Tuple "

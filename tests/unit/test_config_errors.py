@@ -622,7 +622,19 @@ class GridWalk(_Walk):
 
 
 class ImageWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(0.0, 1.0, (42, 42, 3), np.float32)
+
+
+class AtariWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(0.0, 1.0, (210, 160, 3), np.float32)
+
+
+class PixelWalk(_Walk):
     observation_space = gymnasium.spaces.Box(0, 255, (42, 42, 3), np.uint8)
+
+
+class CountWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(0, 10, (4,), np.int64)
 
 
 class SwitchWalk(_Walk):
@@ -844,3 +856,37 @@ def test_flatten_observations_counts_as_a_change_of_the_network(obs_envs, write_
                                   "b.yaml")).config
     assert changed_keys(flat, plain) == {"env_runners.flatten_observations": (True, None)}
     assert observation_problem(flat) is None and "Set `env_runners.flatten_observations: true`" in observation_problem(plain)
+
+
+def test_an_image_of_a_size_with_no_default_cnn_is_told_to_set_conv_filters(obs_envs, write_yaml):
+    """A 210x160 image (Atari's) was told that RLlib takes an image and, in the same breath, to flatten it; RLlib
+    has no default CNN for that size: `model.conv_filters` or a resize is the fix."""
+    from raytrain.rllib.fit import observation_problem
+
+    path = write_yaml("environment: {env: 'obs_walks:AtariWalk'}\n")
+    assert observation_problem(load_config(path).config) == (
+        "the env's observations are images of shape [210, 160, 3], for which RLlib has no default CNN (it has one for "
+        "42x42, 64x64, 84x84 and 10x10 images, any number of channels): set model.conv_filters, a [out_channels, "
+        "kernel, stride] per layer, or resize the images in the env (Atari's wrappers give 84x84)")
+    fixed = write_yaml("environment: {env: 'obs_walks:AtariWalk'}\nmodel: {conv_filters: [[16, 8, 4], [32, 4, 2]]}\n",
+                       "fixed.yaml")
+    assert observation_problem(load_config(fixed).config) is None
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ("PixelWalk", "the env's observations are images of uint8, Box(0, 255, (42, 42, 3), uint8), and RLlib's CNN takes "
+                  "floats: make them float32 where the env is made (scaled to [0, 1], with a float32 Box: "
+                  "gymnasium.wrappers.TransformObservation), or set `env_runners.flatten_observations: true` for a "
+                  "vector of floats (an MLP over the pixels)"),
+    ("CountWalk", "the env's observations are int64, Box(0, 10, (4,), int64), and PPO's network takes floats: set "
+                  "`env_runners.flatten_observations: true` (it gives float32 vectors), or make them float32 where "
+                  "the env is made"),
+])
+def test_integer_observations_are_refused_before_ray_with_the_fix(obs_envs, write_yaml, env, said):
+    """They passed every check and failed in the first iteration, once Ray had started and the run folder was
+    made: `RuntimeError: mat1 and mat2 must have the same dtype, but got Long and Float` (exit 1)."""
+    from raytrain.rllib.fit import observation_problem
+
+    assert observation_problem(load_config(write_yaml(f"environment: {{env: 'obs_walks:{env}'}}\n")).config) == said
+    flat = f"environment: {{env: 'obs_walks:{env}'}}\nenv_runners: {{flatten_observations: true}}\n"
+    assert observation_problem(load_config(write_yaml(flat, "flat.yaml")).config) is None
