@@ -37,6 +37,13 @@ NO_OPS = {
     "log_level",
 }
 
+# The old model settings whose new-stack names differ: the policy and value heads after the encoder were
+# `post_fcnet_*` on the old stack (RLlib's DefaultModelConfig: "use `head_fcnet_hiddens`").
+MODEL_RENAMES = {
+    "post_fcnet_hiddens": "head_fcnet_hiddens",
+    "post_fcnet_activation": "head_fcnet_activation",
+}
+
 # Keys placed somewhere other than where the schema's field names would put them.
 SPECIAL_PLACES = {
     "seed": ("experiment", "seed"),
@@ -226,14 +233,18 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
             came_from(("framework",), ("config", key))
         elif key == "model":
             model_keys = set(section_keys("model"))
-            for mkey, mvalue in _mapping(source, (experiment, "config", "model"), "model settings").items():
-                if mkey in model_keys and searched(mvalue, ("model", mkey), ("config", "model", mkey)):
+            for old_key, mvalue in _mapping(source, (experiment, "config", "model"), "model settings").items():
+                mkey = MODEL_RENAMES.get(old_key, old_key)
+                if mkey != old_key:
+                    result.notes.append(config_note(source.where((experiment, "config", "model", old_key)),
+                                                    f"model.{old_key}", f"is model.{mkey} on RLlib's new API stack"))
+                if mkey in model_keys and searched(mvalue, ("model", mkey), ("config", "model", old_key)):
                     continue
                 if mkey in model_keys:
                     out.setdefault("model", {})[mkey] = mvalue
-                    came_from(("model", mkey), ("config", "model", mkey))
+                    came_from(("model", mkey), ("config", "model", old_key))
                 else:
-                    result.untranslated.append(f"config.model.{mkey}: not a field of RLlib's DefaultModelConfig")
+                    result.untranslated.append(f"config.model.{old_key}: not a field of RLlib's DefaultModelConfig")
         elif key in aliases.KEY_ALIASES and searched(value, aliases.KEY_ALIASES[key][:2], ("config", key),
                                                      aliases.KEY_ALIASES[key][2]):
             continue

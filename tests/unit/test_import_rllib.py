@@ -259,3 +259,17 @@ def test_an_env_in_both_places_keeps_the_experiments_and_says_so(write_yaml):
     assert "env: CartPole-v1" in result.output and "env: Acrobot-v1" not in result.output.partition("notice")[0]
     assert (f"notice: {path}:4: config.env: dropped: the experiment's env (CartPole-v1, {path}:2) replaces it, as "
             "RLlib's `rllib train -f` did") in result.output
+
+
+def test_the_old_heads_after_the_encoder_become_the_new_head_settings(write_yaml):
+    """`post_fcnet_hiddens` (the old stack's policy and value heads, in its Atari examples) was listed as untranslated:
+    the converted network lost its 256-unit heads."""
+    path = write_yaml("x:\n  env: CartPole-v1\n  config:\n    model:\n      post_fcnet_hiddens: [256]\n"
+                      "      post_fcnet_activation: relu\n      dim: 84\n", "old.yaml")
+    result = _import(path)
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(result.stdout)
+    assert data["model"] == {"head_fcnet_hiddens": [256], "head_fcnet_activation": "relu"}
+    assert f"notice: {path}:5: config.model.post_fcnet_hiddens: is model.head_fcnet_hiddens on RLlib's new API stack" \
+        in result.output
+    assert "not translated: config.model.dim:" in result.output
