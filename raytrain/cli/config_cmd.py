@@ -103,12 +103,19 @@ def show(
         loaded = checked.loaded
         sweep = loaded.sweep.model_dump(mode="json", exclude_none=True)
         base = loaded.base.config.to_yaml_dict()
+        # What a trial runs: its folder and checkpoints are the sweep's (`name`, `checkpoint:` above), so the base
+        # config's own (experiment.name 'cp' and checkpoint_frequency 10 beside the sweep's cp_grid and 5) are left out.
+        from raytrain.config.sweep_load import SWEEP_OWNS
+
+        for key in SWEEP_OWNS:
+            base["experiment"].pop(key.removeprefix("experiment."), None)
         if json_:
             out.print_json(data={"kind": "sweep", "sweep": sweep, "base": base, "experiment_dir": str(loaded.experiment_dir)})
             return
         section("# resolved sweep", sweep)
         out.print()
-        section("# base train config of every trial (with the sweep's `set:` and `stop:`)", base)
+        section("# base train config of every trial (with the sweep's `set:` and `stop:`; its name, storage and "
+                "checkpoints are the sweep's)", base)
         out.print(f"\n# experiment folder: {loaded.experiment_dir}", markup=False)
     elif checked.kind == "slurm":
         resolved = checked.loaded.model_dump(mode="json", exclude_none=True)

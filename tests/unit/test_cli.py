@@ -269,6 +269,11 @@ def test_show_sweep_and_cluster(write_yaml, tmp_path, monkeypatch):
     data = json.loads(runner.invoke(app, ["config", "show", str(sweep), "--json"]).stdout)
     assert data["kind"] == "sweep" and data["sweep"]["search"]["num_samples"] == 2
     assert data["base"]["training"] == {"gamma": 0.9, "lambda": 0.8}
+    # A trial's folder and checkpoints are the sweep's: the base config's own are not shown beside them.
+    assert data["sweep"]["checkpoint"]["frequency"] == 5 and "checkpoint_frequency" not in data["base"]["experiment"]
+    assert not {"name", "storage_path", "num_to_keep", "checkpoint_at_end"} & set(data["base"]["experiment"])
+    shown = runner.invoke(app, ["config", "show", str(sweep)]).stdout
+    assert "checkpoint_frequency" not in shown and "its name, storage and checkpoints are the sweep's" in shown
     cluster = write_yaml(CLUSTER, "cluster.yaml")
     text = runner.invoke(app, ["config", "show", str(cluster)])
     assert text.exit_code == 0, text.output
