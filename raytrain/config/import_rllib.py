@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytrain.config import aliases
+from raytrain.config.load import KNOWN_NAMESPACES
 from raytrain.config.schema import SECTIONS, section_keys
 from raytrain.config.source import Source
 from raytrain.errors import ConfigError, ConfigIssue
@@ -198,6 +199,12 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
             source.where((experiment, *env_path)), ".".join(env_path),
             "a grid_search over the env cannot be converted: a raytrain sweep trains one env (its trials may vary "
             "environment.env_config.<key>); convert the file once per env, each with one env")])
+    if isinstance(env, str) and ":" not in env and (module := KNOWN_NAMESPACES.get(env.partition("/")[0])) and "/" in env:
+        # Gymnasium before 1.0 found Atari's ids through ale-py's plugin; since 1.0 the module is named with the id.
+        result.notes.append(str(ConfigIssue(source.where((experiment, *env_path)), ".".join(env_path),
+                                            f"written '{module}:{env}', Gymnasium's form that imports {module} (which "
+                                            "registers the id) before making the env")))
+        env = f"{module}:{env}"
     out["environment"] = {"env": env}
     came_from(("environment", "env"), env_path)
     if "env_config" in config:

@@ -273,3 +273,27 @@ def test_the_old_heads_after_the_encoder_become_the_new_head_settings(write_yaml
     assert f"notice: {path}:5: config.model.post_fcnet_hiddens: is model.head_fcnet_hiddens on RLlib's new API stack" \
         in result.output
     assert "not translated: config.model.dim:" in result.output
+
+
+def test_an_atari_id_is_written_in_the_form_that_imports_its_package(write_yaml, tmp_path, monkeypatch):
+    """RLlib's Atari examples name `ALE/Breakout-v5`, which Gymnasium before 1.0 found through ale-py's plugin; now
+    the conversion failed with 'no Gymnasium id of the namespace ALE is registered' whether ale-py was installed or
+    not. A stand-in ale_py module registers the id as the real one does."""
+    (tmp_path / "ale_py.py").write_text(
+        "import gymnasium\n"
+        "gymnasium.register(id='ALE/Breakout-v5', entry_point='gymnasium.envs.classic_control.cartpole:CartPoleEnv')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = write_yaml("atari-ppo:\n  env: ALE/Breakout-v5\n  run: PPO\n  config: {clip_param: 0.1}\n", "old.yaml")
+    import sys
+
+    import gymnasium
+
+    try:
+        result = _import(path)
+    finally:  # the stand-in leaves no ALE namespace to the tests after it
+        gymnasium.envs.registry.pop("ALE/Breakout-v5", None)
+        sys.modules.pop("ale_py", None)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout)["environment"] == {"env": "ale_py:ALE/Breakout-v5"}
+    assert (f"notice: {path}:2: env: written 'ale_py:ALE/Breakout-v5', Gymnasium's form that imports ale_py (which "
+            "registers the id) before making the env") in result.output
