@@ -37,23 +37,35 @@ def telling_sections() -> dict[str, list[str]]:
     }
 
 
+def _train_only() -> set[str]:
+    """The top-level sections only a train config has (`environment`, `training`, old RLlib names, ...)."""
+    fields = _fields()
+    return fields["train"] - set().union(*(f for k, f in fields.items() if k != "train"))
+
+
 def detect_kind(source: Source) -> tuple[str, list[str]]:
     """The kind of a parsed file and the sections that told it.
 
     A file with any sweep-only section (`base`, `search`, `space`, ...) is a sweep, with any cluster-only
     section (`head`, `workers`, `ssh`, ...) a cluster, and anything else a train config (whose loader then
-    names every unknown section). A file with sections of both a sweep and a cluster is refused.
+    names every unknown section). A file with sections of two kinds (a sweep's and a cluster's, or a train
+    config's own `environment:` beside a sweep's `checkpoint:`) is refused: ConfigError at the last of them.
     """
-    keys = set(source.data) if isinstance(source.data, dict) else set()
+    keys = list(source.data) if isinstance(source.data, dict) else []
     found = {kind: [s for s in sections if s in keys] for kind, sections in telling_sections().items()}
     hits = {kind: sections for kind, sections in found.items() if sections}
+    # A train config's own sections beside them: a stray setting of a train config (`checkpoint:`, `workers:`)
+    # or a stray section of another file, not a file of that kind; its loader places the stray key.
+    train_only = [k for k in keys if k in _train_only()]
+    if hits and train_only:
+        hits = {"train": train_only, **hits}
     if len(hits) > 1:
         told = "; ".join(f"{', '.join(s)} ({kind})" for kind, s in hits.items())
         last = list(hits.values())[-1][0]
         raise ConfigError([ConfigIssue(
             source.where((last,)) or source.file, last,
             f"cannot tell which kind of raytrain file this is: it has sections of more than one kind: {told}. "
-            "Split it into one file per kind, or pass --kind train|sweep|cluster",
+            f"Split it into one file per kind, or pass --kind {', '.join(KINDS[:-1])} or {KINDS[-1]}",
         )])
     if hits:
         kind, sections = next(iter(hits.items()))
@@ -75,7 +87,7 @@ _TAKEN_BY = {
     "cluster": "start it with `raytrain cluster up {file}`, or give it as `--cluster {file}`",
     "slurm": "give it as `--slurm {file}` to `raytrain tune` or `raytrain train`",
 }
-_NAMES = {"train": "a train config", "sweep": "a sweep file", "cluster": "a cluster file", "slurm": "a Slurm file"}
+KIND_NAMES = {"train": "a train config", "sweep": "a sweep file", "cluster": "a cluster file", "slurm": "a Slurm file"}
 
 
 def other_kind(source: Source, expected: str) -> tuple[str, str] | None:
@@ -88,7 +100,7 @@ def other_kind(source: Source, expected: str) -> tuple[str, str] | None:
     if kind == expected:
         return None
     told = f"it has {', '.join(sections)}" if sections else "it has no section of a sweep, cluster or Slurm file"
-    return kind, f"{_NAMES[kind]} ({told})"
+    return kind, f"{KIND_NAMES[kind]} ({told})"
 
 
 def is_rllib_example(source: Source) -> bool:
@@ -113,4 +125,4 @@ def wrong_kind(source: Source, expected: str) -> ConfigError | None:
         return None
     kind, what = found
     file = source.file or "the file"
-    return ConfigError([ConfigIssue(source.file, "", f"{what}, not {_NAMES[expected]}: {_TAKEN_BY[kind].format(file=file)}")])
+    return ConfigError([ConfigIssue(source.file, "", f"{what}, not {KIND_NAMES[expected]}: {_TAKEN_BY[kind].format(file=file)}")])

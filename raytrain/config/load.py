@@ -38,6 +38,33 @@ def _nearest(word: str, candidates: list[str]) -> str:
     return f"; did you mean '{match[0]}'?" if match else ""
 
 
+_OTHER_FILES_SECTIONS = {
+    "checkpoint": "a train run's checkpoints are set in experiment: checkpoint_frequency, num_to_keep, checkpoint_at_end",
+    "time_budget_s": "a train run's time limit is stop: {{time_total_s: {value}}}",
+    "workers": "a train config's env runners are env_runners: {{num_env_runners: N}}",
+}
+"""Sections of a sweep or cluster file that a train config writes for a setting it has elsewhere."""
+
+
+def _stray_section_hint(key: str, value: Any) -> str:
+    """`; it belongs in the 'experiment' section (...)` for a section's key written at the top level of a train
+    config, and what a section of a sweep, cluster or Slurm file is; else nothing."""
+    from raytrain.config.kind import KIND_NAMES, telling_sections
+
+    owners = [s for s in SECTIONS if key in section_keys(s)]
+    if owners:
+        return f"; it belongs in the '{owners[0]}' section ({owners[0]}: {{{key}: ...}})"
+    if key in _OTHER_FILES_SECTIONS:
+        shown = value if isinstance(value, int | float) and not isinstance(value, bool) else "SECONDS"
+        return "; " + _OTHER_FILES_SECTIONS[key].format(value=shown)
+    for kind, sections in telling_sections().items():
+        if key in sections:
+            command = {"sweep": "raytrain tune", "cluster": "raytrain cluster up", "slurm": "--slurm"}[kind]
+            return (f"; '{key}' is a section of {KIND_NAMES[kind]} ({command})"
+                    + (", whose base: names a train config like this one" if kind == "sweep" else ""))
+    return ""
+
+
 def _old_names_for(section: str) -> list[str]:
     return [old for old, (sec, _, _) in aliases.KEY_ALIASES.items() if sec == section]
 
@@ -112,7 +139,8 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
         elif kind == "extra_forbidden":
             key = loc[-1]
             if len(loc) == 1:
-                hint = _nearest(key, [*SECTIONS, "stop", *aliases.SECTION_ALIASES])
+                hint = _stray_section_hint(key, _lookup(source.data, loc)) or _nearest(
+                    key, [*SECTIONS, "stop", *aliases.SECTION_ALIASES])
                 msg = f"unknown section{hint or '; valid sections: ' + ', '.join([*SECTIONS, 'stop'])}"
             elif len(loc) == 2 and loc[0] in SECTIONS:
                 candidates = section_keys(loc[0]) + _old_names_for(loc[0])

@@ -362,3 +362,48 @@ def test_an_interrupted_build_says_interrupted_without_rays_half_built_objects(t
     assert result.stdout == "interrupted\n", result.stderr
     assert "LearnerGroup" not in result.stderr and "_is_shut_down" not in result.stderr, result.stderr
     assert "AttributeError: mine" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "stray,expected",
+    [
+        # A section of a sweep, cluster or Slurm file in a train config is a misplaced setting, not a file of that
+        # kind: the refusal was `a sweep file (it has checkpoint), not a train config: run it with raytrain tune`.
+        ("checkpoint: {frequency: 5}", "checkpoint: unknown section; a train run's checkpoints are set in "
+         "experiment: checkpoint_frequency, num_to_keep, checkpoint_at_end"),
+        ("time_budget_s: 600", "time_budget_s: unknown section; a train run's time limit is stop: {time_total_s: 600}"),
+        ("workers: 2", "workers: unknown section; a train config's env runners are env_runners: {num_env_runners: N}"),
+        ("storage_path: /tmp/runs", "storage_path: unknown section; it belongs in the 'experiment' section "
+         "(experiment: {storage_path: ...})"),
+        ("space: {training.lr: {distribution: choice, values: [0.1]}}", "space: unknown section; 'space' is a "
+         "section of a sweep file (raytrain tune), whose base: names a train config like this one"),
+        # A key of one section written at the top level: it said "unknown section; did you mean 'env_runners'?".
+        ("num_env_runners: 2", "num_env_runners: unknown section; it belongs in the 'env_runners' section "
+         "(env_runners: {num_env_runners: ...})"),
+        ("seed: 3", "seed: unknown section; it belongs in the 'experiment' section (experiment: {seed: ...})"),
+    ],
+)
+def test_a_stray_section_of_a_train_config_is_placed_at_its_line(write_yaml, tmp_path, monkeypatch, stray, expected):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    train = write_yaml(f"environment:\n  env: CartPole-v1\n{stray}\n", "train.yaml")
+    result = runner.invoke(app, ["train", str(train), "--dry-run"])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"error: {train}:3: {expected}" in output, output
+    assert "raytrain cluster up" not in output and "--slurm" not in output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.yaml"]
+
+
+def test_a_file_with_sections_of_a_train_config_and_of_a_sweep_is_not_told_as_either(write_yaml, tmp_path, monkeypatch):
+    """`config validate` checked a train config with a stray `checkpoint:` as a sweep, and listed its train
+    sections as unknown keys of a sweep."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    mixed = write_yaml("environment:\n  env: CartPole-v1\ncheckpoint:\n  frequency: 5\n", "mixed.yaml")
+    result = runner.invoke(app, ["config", "validate", str(mixed), "--no-rllib"])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert (f"error: {mixed}:3: checkpoint: cannot tell which kind of raytrain file this is: it has sections of more "
+            "than one kind: environment (train); checkpoint (sweep)") in output, output
+    assert "pass --kind train, sweep, cluster or slurm" in output
+    as_train = runner.invoke(app, ["config", "validate", str(mixed), "--no-rllib", "--kind", "train"])
+    assert as_train.exit_code == 2 and f"{mixed}:3: checkpoint: unknown section" in " ".join(as_train.output.split())
