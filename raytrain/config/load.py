@@ -46,22 +46,38 @@ _OTHER_FILES_SECTIONS = {
 """Sections of a sweep or cluster file that a train config writes for a setting it has elsewhere."""
 
 
-def _stray_section_hint(key: str, value: Any) -> str:
-    """`; it belongs in the 'experiment' section (...)` for a section's key written at the top level of a train
-    config, and what a section of a sweep, cluster or Slurm file is; else nothing."""
+def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainConfig) -> str:
+    """Where a key written at the top level of a file of `model` goes: `; it belongs in the 'experiment' section
+    (...)` for a key of one of its sections, a sweep's `set:` for a train config's setting, and what a section of
+    another kind of file is; else nothing."""
     from raytrain.config.kind import KIND_NAMES, telling_sections
+    from raytrain.config.sweep import SweepConfig
 
-    owners = [s for s in SECTIONS if key in section_keys(s)]
+    if model is RaytrainConfig:
+        owners = [s for s in SECTIONS if key in section_keys(s)]
+    else:
+        owners = [name for name in model.model_fields if (sub := _model_at(model, [name])) is not None
+                  and key in {f.alias or n for n, f in sub.model_fields.items()}]
     if owners:
-        return f"; it belongs in the '{owners[0]}' section ({owners[0]}: {{{key}: ...}})"
-    if key in _OTHER_FILES_SECTIONS:
+        named = " or ".join(f"'{o}'" for o in owners)
+        return f"; it belongs in the {named} section" + (f" ({owners[0]}: {{{key}: ...}})" if len(owners) == 1 else "")
+    if model is RaytrainConfig and key in _OTHER_FILES_SECTIONS:
         shown = value if isinstance(value, int | float) and not isinstance(value, bool) else "SECONDS"
         return "; " + _OTHER_FILES_SECTIONS[key].format(value=shown)
+    if model is SweepConfig:
+        if key in SECTIONS:
+            inner = next(iter(value), "KEY") if isinstance(value, dict) and value else "KEY"
+            return (f"; '{key}' is a section of a train config: every trial starts from base: (or train:); set a value "
+                    f"for every trial with set: {{{key}.{inner}: ...}}, or search it under space:")
+        if section := next((s for s in SECTIONS if key in section_keys(s)), None):
+            return (f"; it is a train config's {section}.{key}: set it for every trial with set: {{{section}.{key}: ...}}, "
+                    "or search it under space:")
+    own = {RaytrainConfig: "train", SweepConfig: "sweep"}.get(model)
     for kind, sections in telling_sections().items():
-        if key in sections:
+        if key in sections and kind != own:
             command = {"sweep": "raytrain tune", "cluster": "raytrain cluster up", "slurm": "--slurm"}[kind]
             return (f"; '{key}' is a section of {KIND_NAMES[kind]} ({command})"
-                    + (", whose base: names a train config like this one" if kind == "sweep" else ""))
+                    + (", whose base: names a train config like this one" if kind == "sweep" and own == "train" else ""))
     return ""
 
 
@@ -134,7 +150,8 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
         if kind == "extra_forbidden" and model is not RaytrainConfig:
             parent = _model_at(model, loc[:-1])
             names = [f.alias or n for n, f in parent.model_fields.items()] if parent else []
-            hint = _nearest(loc[-1], names) or (f"; valid keys: {', '.join(names)}" if names else "")
+            stray = _stray_section_hint(loc[-1], _lookup(source.data, loc), model) if len(loc) == 1 else ""
+            hint = stray or _nearest(loc[-1], names) or (f"; valid keys: {', '.join(names)}" if names else "")
             msg = f"unknown key{hint}"
         elif kind == "extra_forbidden":
             key = loc[-1]

@@ -407,3 +407,36 @@ def test_a_file_with_sections_of_a_train_config_and_of_a_sweep_is_not_told_as_ei
     assert "pass --kind train, sweep, cluster or slurm" in output
     as_train = runner.invoke(app, ["config", "validate", str(mixed), "--no-rllib", "--kind", "train"])
     assert as_train.exit_code == 2 and f"{mixed}:3: checkpoint: unknown section" in " ".join(as_train.output.split())
+
+
+@pytest.mark.parametrize(
+    "stray,expected",
+    [
+        # It said "unknown key; valid keys: name, base, ..." (or "did you mean 'train'?" for `training:`).
+        ("num_samples: 8", "num_samples: unknown key; it belongs in the 'search' section (search: {num_samples: ...})"),
+        ("max_failures: 3", "max_failures: unknown key; it belongs in the 'failure' section (failure: {max_failures: ...})"),
+        ("perturbation_interval: 4", "perturbation_interval: unknown key; it belongs in the 'pbt' or 'pb2' section"),
+        ("training: {lr: 0.001}", "training: unknown key; 'training' is a section of a train config: every trial "
+         "starts from base: (or train:); set a value for every trial with set: {training.lr: ...}, or search it under space:"),
+        ("lr: 0.001", "lr: unknown key; it is a train config's training.lr: set it for every trial with "
+         "set: {training.lr: ...}, or search it under space:"),
+        ("head: {host: a}", "head: unknown key; 'head' is a section of a cluster file (raytrain cluster up)"),
+    ],
+)
+def test_a_stray_key_of_a_sweep_file_says_where_it_goes(write_yaml, tmp_path, monkeypatch, stray, expected):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_yaml("environment: {env: CartPole-v1}\n", "base.yaml")
+    sweep = write_yaml(SWEEP + stray + "\n", "sweep.yaml")
+    result = runner.invoke(app, ["tune", str(sweep), "--dry-run"])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"error: {sweep}:5: {expected}" in output, output
+
+
+def test_a_stray_key_of_a_cluster_file_names_its_section(write_yaml, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cluster = write_yaml(CLUSTER + "user: ubuntu\n", "cluster.yaml")
+    result = runner.invoke(app, ["cluster", "up", str(cluster), "--dry-run"])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"error: {cluster}:6: user: unknown key; it belongs in the 'ssh' section (ssh: {{user: ...}})" in output, output
