@@ -138,6 +138,8 @@ def check_key(key: str) -> str | None:
         return _sweep_owns(key) or "is not searchable: of `experiment`, a sweep varies only experiment.seed"
     if key == "environment.env":
         return "is not a trial setting: a sweep trains the base config's env (vary environment.env_config.<key>)"
+    if len(parts) == 1 and (owner := next((s for s in SEARCHABLE_SECTIONS if key in section_keys(s)), None)):
+        return f"is not a searchable key; did you mean '{owner}.{key}'?"
     if len(parts) != 2 or parts[0] not in SEARCHABLE_SECTIONS:
         return (
             "is not a searchable key: use a dotted `section.key` with section one of "
@@ -331,10 +333,11 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
             {p[1:]: w for p, w in source.written.items() if p[:1] == ("train",) and len(p) > 1},
         )
     fixed = _flatten(sweep.set)
-    for key in fixed:
+    for key in list(fixed):
         problem = check_key(key) if not key.startswith(("experiment.", "environment.")) else _sweep_owns(key)
         if problem:
             issue(("set", key), problem)
+            del fixed[key]  # said once: not again as an unknown section of the base config
     base_source = trial_source(base_source, fixed, None)
     for key in fixed:
         where = source.where(("set", *key.split("."))) or source.where(("set",))

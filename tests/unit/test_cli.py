@@ -440,3 +440,19 @@ def test_a_stray_key_of_a_cluster_file_names_its_section(write_yaml, tmp_path, m
     output = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert f"error: {cluster}:6: user: unknown key; it belongs in the 'ssh' section (ssh: {{user: ...}})" in output, output
+
+
+@pytest.mark.parametrize("section", ["space", "set"])
+def test_a_sweep_key_without_its_section_names_it_once(write_yaml, tmp_path, monkeypatch, section):
+    """`set: {lr: 0.1}` said "is not a searchable key: use a dotted section.key ..." and then again, at the same
+    line, "lr: unknown section" of the base config."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_yaml("environment: {env: CartPole-v1}\n", "base.yaml")
+    value = "{distribution: uniform, low: 0.1, high: 0.2}" if section == "space" else "0.1"
+    sweep = write_yaml(f"base: base.yaml\nsearch: {{algorithm: random, num_samples: 2}}\n{section}: {{lr: {value}}}\n",
+                       "sweep.yaml")
+    result = runner.invoke(app, ["tune", str(sweep), "--dry-run"])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"error: {sweep}:3: {section}.lr: is not a searchable key; did you mean 'training.lr'?" in output, output
+    assert output.count("error:") == 1, output
