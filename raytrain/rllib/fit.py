@@ -182,7 +182,7 @@ def observation_issue(cfg: RaytrainConfig, source: Source) -> ConfigIssue | None
     return None if problem is None else ConfigIssue(source.where(("environment", "env")), "environment.env", problem)
 
 
-def _built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:
+def built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:
     """The shapes of the network `cfg` builds, or None when its env cannot be made here (RLlib says why later)."""
     from gymnasium.error import DependencyNotInstalled
 
@@ -228,7 +228,7 @@ def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved:
         return None
     old, new = _saved_shapes(checkpoint), None
     if old is not None:
-        new = _built_shapes(cfg)
+        new = built_shapes(cfg)
     if old is None or new is None or old == new:
         return None
     param = next(key for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key))

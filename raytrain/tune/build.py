@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -92,7 +93,8 @@ def check(loaded: LoadedSweep, plan_: Plan) -> list[str]:
     from raytrain.rllib.translate import located_warnings, rllib_warnings
 
     with rllib_warnings() as found:
-        issues = _rllib_issues(loaded) or _placement_issues(loaded) or _tune_issues(loaded, plan_)
+        issues = (_rllib_issues(loaded) or _perturbed_network_issues(loaded) or _placement_issues(loaded)
+                  or _tune_issues(loaded, plan_))
     if issues:
         raise ConfigError(issues)
     return located_warnings(found, lambda key: _writes(loaded, key), lambda key: _where(loaded, key), loaded.source.file)
@@ -225,6 +227,54 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
         return None
 
     return _searched_trials_rejected(loaded, rejected)
+
+
+def _perturbed_network_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
+    """A PBT or PB2 perturbation of a setting whose values build networks of other shapes (model.fcnet_hiddens).
+
+    An exploit restores the stronger trial's checkpoint into the perturbed config: torch refused its weights with
+    a page of size mismatches at the first exploit, after Ray started, and the trial failed. A setting of
+    `space:` is safe: an exploit copies the stronger trial's value along with its weights.
+    """
+    from raytrain.config.load import load_source
+    from raytrain.config.sweep_load import sample_values, trial_source
+    from raytrain.rllib.fit import built_shapes, changed_keys
+    from raytrain.sweeps.pbt import PopulationBased
+
+    algorithm = ALGORITHMS[loaded.sweep.search.algorithm]
+    if not isinstance(algorithm, PopulationBased):
+        return []
+    base = loaded.base.config
+    base_shapes = functools.cache(lambda: built_shapes(base))  # built once, if a value is the base config's own
+    issues = []
+    for section in algorithm.sections:
+        settings = getattr(loaded.sweep, section, None)
+        for key_path, dist in settings.searched() if settings is not None else []:
+            key, built = key_path[-1], []
+            trials = [(value, load_source(trial_source(loaded.base.source, {key: value})).config)
+                      for value in sample_values(dist)]
+            if not any(changed_keys(base, trial) for _, trial in trials):
+                continue  # no value reaches the network
+            for value, trial in trials:
+                shapes = built_shapes(trial) if changed_keys(base, trial) else base_shapes()
+                if shapes is None:
+                    break  # the env cannot be made here: RLlib's build says why
+                built.append((value, shapes))
+            differ = [(a, b) for a, b in zip(built, built[1:]) if a[1] != b[1]]
+            if not differ:
+                continue
+            (first, old), (second, new) = differ[0]
+            param = next(k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k))
+            issues.append(ConfigIssue(
+                loaded.source.where(key_path), ".".join(key_path),
+                f"{algorithm.name.upper()} perturbs it, but its values build networks of other shapes ({param}: "
+                f"{list(old[param]) if param in old else 'absent'} with {first!r}, "
+                f"{list(new[param]) if param in new else 'absent'} with {second!r}): an exploit loads the stronger "
+                "trial's weights into the perturbed config, and they would not fit; search it under space: instead "
+                "(an exploit copies the stronger trial's value with its weights), and perturb settings that keep the "
+                "network (training.lr, training.clip_param, ...)",
+            ))
+    return issues
 
 
 def _tune_issues(loaded: LoadedSweep, plan_: Plan) -> list[ConfigIssue]:

@@ -647,3 +647,51 @@ def test_of_two_drivers_that_chose_one_folder_at_once_only_the_first_goes_on(tmp
     with _driving(exp):
         assert json.loads((exp / DRIVER_FILE).read_text())["pid"] == os.getpid()
     assert not (exp / DRIVER_FILE).exists()
+
+
+PERTURBED = """search: {algorithm: pbt, num_samples: 4}
+pbt:
+  perturbation_interval: 2
+  hyperparam_mutations:
+    training.lr: {distribution: loguniform, low: 1.0e-4, high: 1.0e-3}
+    %s
+"""
+
+
+@pytest.mark.parametrize("mutation, expected", [
+    # Failed at the first exploit, after Ray started: `RuntimeError: Error(s) in loading state_dict for
+    # DefaultPPOTorchRLModule: size mismatch for encoder.actor_encoder.net.mlp.0.weight ...`, exit 1.
+    ("model.fcnet_hiddens: {distribution: choice, values: [[32], [64, 64]]}",
+     "sweep.yaml:8: pbt.hyperparam_mutations.model.fcnet_hiddens: PBT perturbs it, but its values build networks of "
+     "other shapes (encoder.encoder.net.mlp.0.bias: [32] with [32], [64] with [64, 64]): an exploit loads the "
+     "stronger trial's weights into the perturbed config, and they would not fit; search it under space: instead (an "
+     "exploit copies the stronger trial's value with its weights), and perturb settings that keep the network "
+     "(training.lr, training.clip_param, ...)"),
+    ("model.vf_share_layers: {distribution: choice, values: [false, true]}",
+     "sweep.yaml:8: pbt.hyperparam_mutations.model.vf_share_layers: PBT perturbs it, but its values build networks"),
+])
+def test_a_pbt_mutation_that_changes_the_network_exits_2_before_ray(sweep, tmp_path, mutation, expected):
+    path = sweep(PERTURBED % mutation)
+    before = listing(tmp_path)
+    result = invoke("tune", str(path))
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"error: {tmp_path / expected}" in output, output
+    assert listing(tmp_path) == before and not ray_started()
+
+
+def test_a_pbt_mutation_that_keeps_the_network_and_a_searched_network_pass(sweep):
+    # Activations have no weights; a value of `space:` is copied with the weights at an exploit.
+    path = sweep(PERTURBED % "model.fcnet_activation: {distribution: choice, values: [tanh, relu]}"
+                 + "space:\n  model.fcnet_hiddens: {distribution: choice, values: [[32], [64, 64]]}\n")
+    result = invoke("tune", "--dry-run", str(path))
+    assert result.exit_code == 0, result.output
+
+
+def test_a_pbt_mutation_with_the_base_configs_own_network_among_its_values_exits_2(sweep, tmp_path):
+    """[64, 64] is the base config's own value: it was skipped, and with one other value nothing was compared."""
+    (tmp_path / "base.yaml").write_text(BASE + "model: {fcnet_hiddens: [64, 64]}\n")
+    path = sweep(PERTURBED % "model.fcnet_hiddens: {distribution: choice, values: [[32], [64, 64]]}")
+    result = invoke("tune", "--dry-run", str(path))
+    assert result.exit_code == 2, result.output
+    assert "pbt.hyperparam_mutations.model.fcnet_hiddens: PBT perturbs it" in " ".join(result.output.split())
