@@ -9,7 +9,7 @@ from pydantic import Field
 
 from raytrain.config.schema import Positive
 from raytrain.sweeps.base import Algorithm, Issue, KeyPath, SchedulerSettings, Spec, TuneClass
-from raytrain.sweeps.space import Distribution, DomainSpec, domain, domain_spec, nest
+from raytrain.sweeps.space import Distribution, DomainSpec, Grid, domain, domain_spec, nest
 from raytrain.tune import TRIAL_KEY
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class PBTConfig(SchedulerSettings):
     perturbation_factors: tuple[Positive, Positive] = (1.2, 0.8)
     """Factors (> 0) a continuous value is multiplied by when perturbed."""
     hyperparam_mutations: dict[str, Distribution | list[Any]] = Field(default_factory=dict)
-    """Dotted key -> distribution (or list of values) that PBT samples and perturbs."""
+    """Dotted key -> distribution (or list of values) that PBT samples and perturbs: a ranged value is multiplied by a perturbation factor and kept inside its [low, high] (a randint below high, a quniform on its grid); a choice or list moves to a neighbouring value; a grid is refused."""
     custom_explore_fn: str | None = None
     """Import path `"pkg.module:function"` of a function(overrides) -> overrides, applied after each perturbation: it gets the trial's {dotted key: value} and returns them, changed as it likes."""
     synch: bool = False
@@ -46,6 +46,11 @@ class PBTConfig(SchedulerSettings):
 
     def check(self, sweep: SweepConfig, known_metrics: set[str], issue: Issue) -> None:
         super().check(sweep, known_metrics, issue)
+        for key, dist in self.hyperparam_mutations.items():
+            if isinstance(dist, Grid):  # Tune's PBT failed at the first exploit: 'int' object is not subscriptable
+                issue((self.key, "hyperparam_mutations", key),
+                      "PBT cannot perturb a grid: write {distribution: choice, values: [...]} (an exploit moves to a "
+                      "neighbouring value), and put the grid under space: to start trials from each value")
         if self.custom_explore_fn:
             from raytrain.imports import resolve_import
 
@@ -70,15 +75,61 @@ class ExploreAdapter:
         return config
 
 
+RANGED = ("uniform", "loguniform", "quniform", "randint")
+"""The distributions over a range, whose perturbed values Tune does not keep inside it."""
+
+
+def within(kind: str, args: list[Any], value: Any) -> Any:
+    """`value` put back inside the range of a distribution's plan data (`"quniform", [low, high, q]`), on its grid."""
+    if kind == "randint":  # high excluded, as in Tune
+        low, high = args
+        return min(max(int(round(value)), low), high - 1)
+    low, high = args[0], args[1]
+    if kind == "quniform":
+        value = round(value / args[2]) * args[2]
+    return min(max(value, low), high)
+
+
+class PerturbedWithinRanges:
+    """Tune's PBT explore step, then each ranged mutation put back inside the range the sweep file gives it, then
+    the user's `custom_explore_fn`.
+
+    Tune multiplies a perturbed value by a perturbation factor whatever its distribution's range (ray-project/ray
+    #5035): `training.lambda` in uniform(0.9, 1.0) went from 0.96 to 1.15, above what PPO takes, and the trial
+    failed. A class, not a closure, so the scheduler pickles with the sweep.
+    """
+
+    def __init__(self, ranges: dict[str, tuple[str, list[Any]]], explore: str | None) -> None:
+        self.ranges = ranges
+        self.explore = explore
+
+    def __call__(self, config: dict[str, Any]) -> dict[str, Any]:
+        overrides = config[TRIAL_KEY]["overrides"]
+        for key, (kind, args) in self.ranges.items():
+            if key in overrides:
+                overrides[key] = within(kind, args, overrides[key])
+        return ExploreAdapter(self.explore)(config) if self.explore else config
+
+
+def _mutation(spec: DomainSpec) -> Any:
+    """What Tune's PBT is given for one mutation: a choice as a plain list, which Tune perturbs by moving to a
+    neighbouring value (a `tune.choice` domain it multiplies by the perturbation factor: a string raised a
+    TypeError that ended the sweep, and a number left the values), anything else as its Tune domain."""
+    ((kind, args),) = spec.items()
+    return list(args) if kind == "choice" else domain(spec)
+
+
 def _build(kwargs: dict[str, Any]) -> Any:
     from raytrain.tune.schedulers import RaytrainPBT
 
+    mutations: dict[str, DomainSpec] = kwargs["hyperparam_mutations"]
+    ranges = {key: next(iter(spec.items())) for key, spec in mutations.items() if next(iter(spec)) in RANGED}
     explore = kwargs["custom_explore_fn"]
     return RaytrainPBT(**{
         **kwargs,
-        "hyperparam_mutations": nest({k: domain(v) for k, v in kwargs["hyperparam_mutations"].items()}),
+        "hyperparam_mutations": nest({k: _mutation(v) for k, v in mutations.items()}),
         "perturbation_factors": tuple(kwargs["perturbation_factors"]),
-        "custom_explore_fn": ExploreAdapter(explore) if explore else None,
+        "custom_explore_fn": PerturbedWithinRanges(ranges, explore) if ranges or explore else None,
     })
 
 

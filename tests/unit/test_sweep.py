@@ -743,3 +743,49 @@ def test_a_misspelt_base_names_the_file_meant(tmp_path):
                           **{"ppo_cartpole.yaml": "environment: {env: CartPole-v1}\n"})
     assert said == (f"{tmp_path / 'sweep.yaml'}:1: base: no such file: {tmp_path / 'ppo_cartpol.yaml'}; did you mean "
                     f"{tmp_path / 'ppo_cartpole.yaml'}?")
+
+
+def test_pbt_perturbations_stay_inside_the_sweep_files_ranges_and_choices(sweep_file):
+    """Tune's PBT multiplies a perturbed value by 1.2 or 0.8 whatever its distribution: `training.lambda` in
+    uniform(0.9, 1.0) went from 0.96 to 1.15 and 3 of 4 trials failed (lambda <= 1); a choice of strings was
+    multiplied too (TypeError: can't multiply sequence by non-int of type 'float'), which ended the whole sweep
+    at its first exploit, and a choice of numbers left its values (8 * 1.2 = 10 epochs)."""
+    import pickle
+    import random
+
+    from ray.tune.schedulers.pbt import _explore  # the explore step Tune's PBT runs at an exploit
+
+    path = sweep_file(
+        "search: {algorithm: pbt, num_samples: 4}\npbt:\n  resample_probability: 0.1\n  hyperparam_mutations:\n"
+        "    training.lambda: {distribution: uniform, low: 0.9, high: 1.0}\n"
+        "    training.lr: {distribution: loguniform, low: 1.0e-4, high: 1.0e-3}\n"
+        "    training.num_epochs: {distribution: randint, low: 2, high: 9}\n"
+        "    training.clip_param: {distribution: quniform, low: 0.1, high: 0.3, q: 0.05}\n"
+        "    model.fcnet_activation: {distribution: choice, values: [tanh, relu]}\n"
+        "    training.minibatch_size: [64, 128, 256]\n")
+    s = pickle.loads(pickle.dumps(build_scheduler(plan(load_sweep(path))["scheduler"])))
+    config = {"raytrain": {"base": {}, "overrides": {
+        "training.lambda": 0.99, "training.lr": 9e-4, "training.num_epochs": 8, "training.clip_param": 0.3,
+        "model.fcnet_activation": "relu", "training.minibatch_size": 256, "experiment.seed": 3}}}
+    random.seed(0)
+    seen = set()
+    for _ in range(60):
+        config, _ = _explore(config, s._hyperparam_mutations, s._resample_probability, s._perturbation_factors,
+                             s._custom_explore_fn)
+        o = config["raytrain"]["overrides"]
+        assert 0.9 <= o["training.lambda"] <= 1.0 and 1e-4 <= o["training.lr"] <= 1e-3, o
+        assert isinstance(o["training.num_epochs"], int) and 2 <= o["training.num_epochs"] <= 8, o
+        assert 0.1 <= o["training.clip_param"] <= 0.3 and abs(o["training.clip_param"] / 0.05 - round(o["training.clip_param"] / 0.05)) < 1e-9, o
+        assert o["model.fcnet_activation"] in ("tanh", "relu") and o["training.minibatch_size"] in (64, 128, 256), o
+        assert o["experiment.seed"] == 3
+        seen.add((o["training.lambda"], o["model.fcnet_activation"]))
+    assert len(seen) > 5  # it did perturb
+
+
+def test_a_grid_among_pbt_mutations_is_refused_at_its_key(sweep_file):
+    """It passed every check; Tune's PBT then failed at the first exploit (TypeError: 'int' object is not subscriptable)."""
+    path = sweep_file("search: {algorithm: pbt}\npbt:\n  hyperparam_mutations:\n"
+                      "    training.num_epochs: {distribution: grid, values: [2, 4]}\n")
+    assert ("pbt.hyperparam_mutations.training.num_epochs: PBT cannot perturb a grid: write {distribution: choice, values: "
+            "[...]} (an exploit moves to a neighbouring value), and put the grid under space: to start trials from each "
+            "value") in errors(path)
