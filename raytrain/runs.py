@@ -218,6 +218,22 @@ def runs_held(path: str | Path, command: str) -> str | None:
             f"`{command} {Path(path) / runs[-1]}`")
 
 
+def _of_a_sweep(path: Path) -> str | None:
+    """What a sweep's experiment folder, trial folder or trial checkpoint given as a run folder is, and the commands
+    that take it; None for any other path."""
+    from raytrain.tune.results import META_FILE
+
+    if (path / META_FILE).is_file():
+        return (f"{path} is a sweep's experiment folder, not a run folder of `raytrain train`: continue the sweep with "
+                f"`raytrain tune resume {path}`")
+    for exp, what in ((path.parent, "a trial"), (path.parent.parent, "a trial's checkpoint")):
+        if (exp / META_FILE).is_file():
+            return (f"{path} is {what} of the sweep in {exp}, not a run folder of `raytrain train`: its trials go on "
+                    f"with `raytrain tune resume {exp}`; `raytrain train {exp / 'best.yaml'}` trains the best trial's "
+                    f"config as a new run, and `raytrain eval {path}` plays it")
+    return None
+
+
 class RunFolder:
     """One run's folder on disk."""
 
@@ -256,7 +272,7 @@ class RunFolder:
                 f"{path} is a checkpoint, not a run folder; resume its run: --resume {folder.path.parent.parent}"
             )
         if not (folder.path / "config.yaml").is_file():
-            if held := runs_held(path, "raytrain train --resume"):
+            if held := runs_held(path, "raytrain train --resume") or _of_a_sweep(folder.path):
                 raise UsageError(held)
             raise UsageError(
                 f"{path} is not a raytrain run folder (no config.yaml in {folder.path}); give the folder "

@@ -762,3 +762,28 @@ def test_a_local_ray_checked_once_started_gives_a_local_rays_advice(write_yaml, 
         "Ray (1 node, 2 CPUs) has 0: remove or lower it, or join a cluster whose nodes have it (--address, --cluster)")
     with pytest.raises(ConfigError, match="has 0: remove or lower it, or give it to a node"):
         check_train_cpus(loaded.config, loaded.source, connected_ray("Ray cluster at 10.0.0.5:6379"))
+
+
+def test_resuming_a_sweeps_folder_names_the_command_that_continues_it(tmp_path):
+    """`train --resume` of a sweep's experiment folder, a trial folder or a trial's checkpoint said only "not a
+    raytrain run folder ... give the folder `raytrain train` printed"."""
+    from raytrain.runs import RunFolder
+
+    exp = tmp_path / "pbt"
+    checkpoint = exp / "pbt_1a2b3_00001" / "checkpoint_000003"
+    checkpoint.mkdir(parents=True)
+    (exp / "raytrain_sweep.json").write_text("{}\n")
+    (exp / "pbt_1a2b3_00001" / "params.json").write_text("{}\n")
+    (checkpoint / "rllib_checkpoint.json").write_text("{}\n")
+    said = {}
+    for path in (exp, exp / "pbt_1a2b3_00001", checkpoint):
+        with pytest.raises(UsageError) as info:
+            RunFolder.open(path)
+        said[path] = str(info.value)
+    assert said[exp] == (f"{exp} is a sweep's experiment folder, not a run folder of `raytrain train`: continue the "
+                         f"sweep with `raytrain tune resume {exp}`")
+    for path, what in ((exp / "pbt_1a2b3_00001", "a trial"), (checkpoint, "a trial's checkpoint")):
+        assert said[path] == (
+            f"{path} is {what} of the sweep in {exp}, not a run folder of `raytrain train`: its trials go on with "
+            f"`raytrain tune resume {exp}`; `raytrain train {exp / 'best.yaml'}` trains the best trial's config as a "
+            f"new run, and `raytrain eval {path}` plays it")
