@@ -129,6 +129,25 @@ def file_given_for_results(path: Path, command: str | None = None) -> str | None
     return None
 
 
+def _not_an_experiment(folder: Path) -> str | None:
+    """What a train run folder, one of its checkpoints, a trial folder or a trial's checkpoint given as an
+    experiment folder is, and what takes it; None for any other folder."""
+    from raytrain.runs import STATE_FILE
+
+    folder = folder.absolute()
+    if (folder / "config.yaml").is_file() and (folder / "checkpoints").is_dir():
+        return (f"{folder} is a run folder of `raytrain train`, not a sweep's experiment folder: continue it with "
+                f"`raytrain train --resume {folder}`")
+    if (folder / STATE_FILE).is_file() and (folder.parent.parent / "config.yaml").is_file():
+        run = folder.parent.parent
+        return (f"{folder} is a checkpoint of the run of `raytrain train` in {run}, not a sweep's experiment folder: "
+                f"continue it with `raytrain train --resume {run}`")
+    for exp, what in ((folder.parent, "a trial"), (folder.parent.parent, "a trial's checkpoint")):
+        if (exp / META_FILE).is_file():
+            return f"{folder} is {what} of the sweep in {exp}: give its experiment folder, {exp}"
+    return None
+
+
 def read_meta(exp_dir: Path) -> dict:
     """The experiment's raytrain metadata. UsageError (exit 2) when `exp_dir` is not an experiment folder."""
     exp_dir = Path(exp_dir)
@@ -147,10 +166,10 @@ def read_meta(exp_dir: Path) -> dict:
             + f": give one, the newest being {exp_dir / newest(sweeps).name}"
         )
     if not path.is_file():
-        raise UsageError(
+        raise UsageError(_not_an_experiment(exp_dir) or (
             f"{exp_dir} is not a raytrain experiment folder (no {META_FILE}); give the folder `raytrain tune` "
             "printed as its experiment folder (checkpoint.storage_path/<name>)"
-        )
+        ))
     try:
         meta = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -695,3 +695,30 @@ def test_a_pbt_mutation_with_the_base_configs_own_network_among_its_values_exits
     result = invoke("tune", "--dry-run", str(path))
     assert result.exit_code == 2, result.output
     assert "pbt.hyperparam_mutations.model.fcnet_hiddens: PBT perturbs it" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("command", ["resume", "status", "plot"])
+def test_a_run_folder_or_a_trial_given_for_an_experiment_names_what_takes_it(tmp_path, command):
+    """They said only "is not a raytrain experiment folder (no raytrain_sweep.json)"."""
+    run = tmp_path / "runs" / "cartpole" / "2026-11-29_03-32-48"
+    (run / "checkpoints" / "checkpoint_000004").mkdir(parents=True)
+    (run / "config.yaml").write_text("{}\n")
+    (run / "checkpoints" / "checkpoint_000004" / "raytrain_state.json").write_text("{}\n")
+    exp = tmp_path / "results" / "pbt"
+    (exp / "pbt_1a2b3_00001" / "checkpoint_000003").mkdir(parents=True)
+    (exp / "raytrain_sweep.json").write_text("{}\n")
+    before = listing(tmp_path)
+    said = {}
+    for target in (run, run / "checkpoints" / "checkpoint_000004", exp / "pbt_1a2b3_00001",
+                   exp / "pbt_1a2b3_00001" / "checkpoint_000003"):
+        result = invoke("tune", command, str(target))
+        assert result.exit_code == 2, result.output
+        said[target] = " ".join(result.output.split())
+    for target in (run, run / "checkpoints" / "checkpoint_000004"):
+        assert (f"error: {target} is {'a run folder' if target == run else 'a checkpoint of the run'} of `raytrain "
+                f"train`{'' if target == run else f' in {run}'}, not a sweep's experiment folder: continue it with "
+                f"`raytrain train --resume {run}`") in said[target], said[target]
+    for target, what in ((exp / "pbt_1a2b3_00001", "a trial"), (exp / "pbt_1a2b3_00001" / "checkpoint_000003",
+                                                                 "a trial's checkpoint")):
+        assert f"error: {target} is {what} of the sweep in {exp}: give its experiment folder, {exp}" in said[target], said[target]
+    assert listing(tmp_path) == before and not ray_started()
