@@ -91,6 +91,12 @@ class Optuna(Algorithm):
                       "their path joined with `/`); search it with another search.algorithm (random)")
         if not sweep.space:
             issue(("space",), "Optuna needs a search space")
+        if sweep.optuna is not None and sweep.optuna.sampler == "cmaes":
+            try:
+                import cmaes  # noqa: F401  (CmaEsSampler imports it at its first relative sample: the second trial)
+            except ImportError:
+                issue(("optuna", "sampler"), "Optuna's cmaes sampler needs the cmaes package: pip install "
+                      "'raytrain[cmaes]' (or use tpe)")
 
     def scheduler(self, loaded: LoadedSweep) -> Spec | None:
         settings = loaded.sweep.optuna

@@ -789,3 +789,15 @@ def test_a_grid_among_pbt_mutations_is_refused_at_its_key(sweep_file):
     assert ("pbt.hyperparam_mutations.training.num_epochs: PBT cannot perturb a grid: write {distribution: choice, values: "
             "[...]} (an exploit moves to a neighbouring value), and put the grid under space: to start trials from each "
             "value") in errors(path)
+
+
+def test_optuna_cmaes_without_its_dependency(sweep_file, monkeypatch):
+    """It passed every check; Optuna's CmaEsSampler imports `cmaes` at its first relative sample, so the sweep
+    failed after Ray started, at its second trial (ModuleNotFoundError: No module named 'cmaes')."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cmaes", None)  # what an environment without cmaes looks like to `import cmaes`
+    path = sweep_file("search: {algorithm: optuna}\nspace: {training.lr: {distribution: uniform, low: 0.0001, high: 0.001}}\n"
+                      "optuna: {sampler: cmaes}\n")
+    assert (f"{path}:5: optuna.sampler: Optuna's cmaes sampler needs the cmaes package: pip install 'raytrain[cmaes]' "
+            "(or use tpe)") in errors(path)
