@@ -489,6 +489,30 @@ SECTIONS: dict[str, type[_Section]] = {
 }
 
 
+def whole_numbers_only(key: str) -> bool:
+    """Whether the setting at a dotted key (`training.num_epochs`) takes whole numbers and no fractions."""
+    import types
+    import typing
+
+    section, _, name = key.partition(".")
+    model = SECTIONS.get(section)
+    field = None if model is None else next(
+        (f for n, f in model.model_fields.items() if name in (n, f.alias)), None)
+    if field is None:
+        return False
+    found, stack = set(), [field.annotation]
+    while stack:
+        annotation = stack.pop()
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            stack.append(typing.get_args(annotation)[0])
+        elif origin in (typing.Union, types.UnionType):
+            stack.extend(typing.get_args(annotation))
+        elif annotation in (int, float):
+            found.add(annotation)
+    return found == {int}
+
+
 def section_keys(section: str) -> list[str]:
     """The YAML keys a section accepts (aliases such as `lambda` included)."""
     model = SECTIONS[section]

@@ -13,14 +13,14 @@ from pydantic import ValidationError
 
 from raytrain.config.kind import other_kind, wrong_kind
 from raytrain.config.load import LoadedConfig, load_source, pydantic_issues
-from raytrain.config.schema import SECTIONS, section_keys
+from raytrain.config.schema import SECTIONS, section_keys, whole_numbers_only
 from raytrain.config.source import Source, apply_overrides, did_you_mean, read_yaml
 from raytrain.config.sweep import SweepConfig
 from raytrain.errors import ConfigError, ConfigIssue
 from raytrain.metrics import known_metrics
 from raytrain.sweeps import ALGORITHMS, settings_in
 from raytrain.sweeps.base import Issue, KeyPath
-from raytrain.sweeps.space import Choice, Grid, RandInt
+from raytrain.sweeps.space import Choice, Grid, LogUniform, QUniform, RandInt, Uniform
 
 # Sections whose keys can be searched over; environment.env_config.<key> and experiment.seed too.
 SEARCHABLE_SECTIONS = ("training", "model", "env_runners", "learners", "resources", "evaluation")
@@ -388,7 +388,7 @@ def _check_hyperparameters(sweep: SweepConfig, source: Source, base: Source, iss
     """Every hyperparameter names a real key, and every value gives a valid trial config."""
     for key_path, dist in searched(sweep):
         key = key_path[-1]
-        problem = check_key(key)
+        problem = check_key(key) or _fractions_for_whole_numbers(key, dist)
         if problem:
             issue(key_path, problem)
             continue
@@ -398,6 +398,23 @@ def _check_hyperparameters(sweep: SweepConfig, source: Source, base: Source, iss
             except ConfigError as exc:
                 issue(key_path, f"with {key} = {value!r} a trial's config is invalid: {exc.issues[0].message}")
                 break
+
+
+def _fractions_for_whole_numbers(key: str, dist: Any) -> str | None:
+    """What is wrong with a distribution that draws fractions for a setting that takes whole numbers, else None.
+
+    Its bounds are valid trial values, so the trial configs tried at them pass; the values between them were
+    refused only by the first trial, after Ray started (`Input should be a valid integer`), with no line.
+    """
+    import math
+
+    fractions = isinstance(dist, Uniform | LogUniform) or (
+        isinstance(dist, QUniform) and (dist.q % 1 or dist.low % 1))
+    if not fractions or not whole_numbers_only(key):
+        return None
+    how = f"quniform with q {dist.q:g}" if isinstance(dist, QUniform) else dist.distribution
+    return (f"takes a whole number, and {how} draws fractions: use {{distribution: randint, low: {math.ceil(dist.low)}, "
+            f"high: {math.floor(dist.high) + 1}}} (high excluded)")
 
 
 def _check_metric(metric: str, known: set[str], issue: Issue) -> None:

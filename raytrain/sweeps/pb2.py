@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field
 
+from raytrain.config.schema import whole_numbers_only
 from raytrain.sweeps.base import Issue, KeyPath, SchedulerSettings, Spec, TuneClass
 from raytrain.sweeps.pbt import PopulationBased
 from raytrain.sweeps.space import DomainSpec, check_range, nest
@@ -33,7 +35,7 @@ class PB2Config(SchedulerSettings):
     quantile_fraction: float = Field(default=0.25, ge=0, le=0.5)
     """Bottom fraction that copies the top fraction."""
     hyperparam_bounds: dict[str, Annotated[tuple[float, float], AfterValidator(_low_below_high)]] = Field(default_factory=dict)
-    """Dotted key -> [low, high] (low < high) for the continuous hyperparameters PB2 explores; what it tries stays within them."""
+    """Dotted key -> [low, high] (low < high) for the hyperparameters PB2 explores; what it tries stays within them, rounded for a setting that takes whole numbers (training.num_epochs)."""
     synch: bool = False
     """Synchronous mode."""
 
@@ -51,11 +53,16 @@ class WithinBounds:
 
     def __init__(self, bounds: dict[str, tuple[float, float]]) -> None:
         self.bounds = {key: (float(low), float(high)) for key, (low, high) in bounds.items()}
+        self.whole = {key for key in bounds if whole_numbers_only(key)}
+        """The settings that take whole numbers (training.num_epochs): PB2's proposal rounded, inside the bounds."""
 
     def __call__(self, config: dict[str, Any]) -> dict[str, Any]:
         overrides = config[TRIAL_KEY]["overrides"]
         for key, (low, high) in self.bounds.items():
-            overrides[key] = min(max(overrides[key], low), high)
+            if key in getattr(self, "whole", ()):  # a scheduler pickled before it had `whole` has none
+                overrides[key] = min(max(round(overrides[key]), math.ceil(low)), math.floor(high))
+            else:
+                overrides[key] = min(max(overrides[key], low), high)
         return config
 
 
@@ -76,6 +83,9 @@ class PB2(PopulationBased):
     def check(self, sweep: SweepConfig, issue: Issue, warn: Callable[[str], None]) -> None:
         if sweep.pb2 is None or not sweep.pb2.hyperparam_bounds:
             issue(("pb2",), "PB2 needs pb2.hyperparam_bounds, e.g. {training.lr: [1e-4, 1e-2]}")
+        for key, (low, high) in sweep.pb2.hyperparam_bounds.items() if sweep.pb2 is not None else []:
+            if whole_numbers_only(key) and math.ceil(low) > math.floor(high):
+                issue(("pb2", "hyperparam_bounds", key), f"takes a whole number, and [{low:g}, {high:g}] holds none")
         try:
             import GPy  # noqa: F401
             import sklearn  # noqa: F401
@@ -85,8 +95,9 @@ class PB2(PopulationBased):
 
     def space(self, sweep: SweepConfig) -> dict[str, DomainSpec]:
         assert sweep.pb2 is not None  # checked by PB2.check
-        # The trials' starting values; PB2 explores within the bounds from there.
-        return {k: {"uniform": [low, high]} for k, (low, high) in sweep.pb2.hyperparam_bounds.items()}
+        # The trials' starting values; PB2 explores within the bounds from there (a whole number rounded).
+        return {k: {"randint": [math.ceil(low), math.floor(high) + 1]} if whole_numbers_only(k) else {"uniform": [low, high]}
+                for k, (low, high) in sweep.pb2.hyperparam_bounds.items()}
 
     def scheduler(self, loaded: LoadedSweep) -> Spec | None:
         assert loaded.sweep.pb2 is not None  # checked by PB2.check

@@ -801,3 +801,50 @@ def test_optuna_cmaes_without_its_dependency(sweep_file, monkeypatch):
                       "optuna: {sampler: cmaes}\n")
     assert (f"{path}:5: optuna.sampler: Optuna's cmaes sampler needs the cmaes package: pip install 'raytrain[cmaes]' "
             "(or use tpe)") in errors(path)
+
+
+@pytest.mark.parametrize("where", [
+    "search: {algorithm: random}\nspace:\n  %s\n",
+    "search: {algorithm: optuna}\nspace:\n  %s\n",
+    "search: {algorithm: pbt}\npbt:\n  hyperparam_mutations:\n    %s\n",
+])
+@pytest.mark.parametrize("dist", [
+    "{distribution: uniform, low: 2, high: 10}", "{distribution: loguniform, low: 2, high: 10}",
+    "{distribution: quniform, low: 2, high: 10, q: 0.5}",
+])
+def test_a_continuous_distribution_over_a_whole_number_setting_is_refused_at_its_key(sweep_file, where, dist):
+    """Its bounds (2 and 10) were valid trial values, so it passed every check; the first trial drew 5.43 and the
+    sweep stopped after Ray started: `<trial>: training.num_epochs: Input should be a valid integer, got a number
+    with a fractional part`, with no file or line."""
+    path = sweep_file(where % f"training.num_epochs: {dist}")
+    said = errors(path)
+    assert "training.num_epochs: takes a whole number, and " in said, said
+    assert "draws fractions: use {distribution: randint, low: 2, high: 11} (high excluded)" in said, said
+
+
+def test_pb2_rounds_a_whole_number_setting_it_explores(sweep_file):
+    """PB2 explores continuous values: its first trial drew training.num_epochs 5.43 and the sweep stopped after
+    Ray started (`Input should be a valid integer`)."""
+    import pickle
+    import random
+
+    from ray.tune.search.variant_generator import generate_variants
+
+    from raytrain.sweeps.space import domain
+
+    path = sweep_file("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.num_epochs: [2, 10], training.lr: [0.0001, 0.01]}}\n")
+    p = plan(load_sweep(path))
+    assert p["param_space"]["raytrain"]["overrides"]["training.num_epochs"] == {"randint": [2, 11]}
+    random.seed(0)
+    drawn = {next(generate_variants({"x": domain({"randint": [2, 11]})}))[1]["x"] for _ in range(30)}
+    assert drawn <= set(range(2, 11)) and len(drawn) > 3
+    s = pickle.loads(pickle.dumps(build_scheduler(p["scheduler"])))
+    proposed = {"raytrain": {"overrides": {"training.num_epochs": 5.43, "training.lr": 0.003}}}
+    assert s._custom_explore_fn(proposed) == {"raytrain": {"overrides": {"training.num_epochs": 5, "training.lr": 0.003}}}
+    high = {"raytrain": {"overrides": {"training.num_epochs": 10.4, "training.lr": 0.003}}}
+    assert s._custom_explore_fn(high)["raytrain"]["overrides"]["training.num_epochs"] == 10
+
+
+def test_pb2_bounds_that_hold_no_whole_number_of_a_whole_number_setting(sweep_file):
+    path = sweep_file("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.num_epochs: [2.2, 2.8]}}\n")
+    assert "pb2.hyperparam_bounds.training.num_epochs: takes a whole number, and [2.2, 2.8] holds none" in errors(path)
