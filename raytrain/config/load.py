@@ -70,8 +70,13 @@ def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainC
             return (f"; '{key}' is a section of a train config: every trial starts from base: (or train:); set a value "
                     f"for every trial with set: {{{key}.{inner}: ...}}, or search it under space:")
         if section := next((s for s in SECTIONS if key in section_keys(s)), None):
-            return (f"; it is a train config's {section}.{key}: set it for every trial with set: {{{section}.{key}: ...}}, "
-                    "or search it under space:")
+            from raytrain.config.sweep_load import check_key, sweep_owns
+
+            dotted = f"{section}.{key}"
+            if owned := sweep_owns(dotted):
+                return f"; {dotted} {owned}"
+            return (f"; it is a train config's {dotted}: set it for every trial with set: {{{dotted}: ...}}"
+                    + (", or search it under space:" if check_key(dotted) is None else ""))
     own = {RaytrainConfig: "train", SweepConfig: "sweep"}.get(model)
     for kind, sections in telling_sections().items():
         if key in sections and kind != own:

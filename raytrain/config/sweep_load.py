@@ -120,7 +120,7 @@ SWEEP_OWNS = {
 }
 
 
-def _sweep_owns(key: str) -> str | None:
+def sweep_owns(key: str) -> str | None:
     if key in SWEEP_OWNS:
         return f"is not used by a sweep (its experiment folder and checkpoints are its own): write {SWEEP_OWNS[key]} in the sweep file"
     return None
@@ -135,7 +135,7 @@ def check_key(key: str) -> str | None:
         return ("is not a trial setting: a trial stops on the sweep's own top-level `stop:` "
                 f"(`stop: {{{key.partition('.')[2] or 'training_iteration'}: ...}}`), the base config's when it has none")
     if parts[0] == "experiment":
-        return _sweep_owns(key) or "is not searchable: of `experiment`, a sweep varies only experiment.seed"
+        return sweep_owns(key) or "is not searchable: of `experiment`, a sweep varies only experiment.seed"
     if key == "environment.env":
         return "is not a trial setting: a sweep trains the base config's env (vary environment.env_config.<key>)"
     if len(parts) == 1 and (owner := next((s for s in SEARCHABLE_SECTIONS if key in section_keys(s)), None)):
@@ -334,7 +334,7 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
         )
     fixed = _flatten(sweep.set)
     for key in list(fixed):
-        problem = check_key(key) if not key.startswith(("experiment.", "environment.")) else _sweep_owns(key)
+        problem = check_key(key) if not key.startswith(("experiment.", "environment.")) else sweep_owns(key)
         if problem:
             issue(("set", key), problem)
             del fixed[key]  # said once: not again as an unknown section of the base config

@@ -421,6 +421,11 @@ def test_a_file_with_sections_of_a_train_config_and_of_a_sweep_is_not_told_as_ei
         ("lr: 0.001", "lr: unknown key; it is a train config's training.lr: set it for every trial with "
          "set: {training.lr: ...}, or search it under space:"),
         ("head: {host: a}", "head: unknown key; 'head' is a section of a cluster file (raytrain cluster up)"),
+        # The env is not searchable, and a sweep's checkpoints are its own.
+        ("env: Pendulum-v1", "env: unknown key; it is a train config's environment.env: set it for every trial with "
+         "set: {environment.env: ...}"),
+        ("checkpoint_frequency: 5", "checkpoint_frequency: unknown key; experiment.checkpoint_frequency is not used by "
+         "a sweep (its experiment folder and checkpoints are its own): write checkpoint.frequency in the sweep file"),
     ],
 )
 def test_a_stray_key_of_a_sweep_file_says_where_it_goes(write_yaml, tmp_path, monkeypatch, stray, expected):
@@ -431,6 +436,7 @@ def test_a_stray_key_of_a_sweep_file_says_where_it_goes(write_yaml, tmp_path, mo
     output = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert f"error: {sweep}:5: {expected}" in output, output
+    assert "under space:" in expected or "under space:" not in output, output
 
 
 def test_a_stray_key_of_a_cluster_file_names_its_section(write_yaml, tmp_path, monkeypatch):
