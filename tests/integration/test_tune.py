@@ -272,10 +272,13 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
     resumes the folder relative to the current directory (Tune reads a relative path as a URI without a
     scheme: `ArrowInvalid: URI has empty scheme`).
     """
+    # Long enough that neither trial can end in the seconds between its third checkpoint and the kill: with 40
+    # iterations, a fast run (under 0.1 s an iteration) ended both first, and there was nothing to resume.
+    stop = 100
     path = workdir(
         f"name: crash\nsearch: {{algorithm: {algorithm}, num_samples: 2, seed: 0}}\n"
         "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\n",
-        stop=40,
+        stop=stop,
     )
     exp = tmp_path / "results" / "crash"
     proc = subprocess.Popen(
@@ -323,7 +326,7 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
         name = result_json.parent.name
         trial_rows = rows(result_json.parent)
         iterations = [r["training_iteration"] for r in trial_rows]
-        assert iterations[-1] == 40
+        assert iterations[-1] == stop
         assert iterations.count(1) <= 1, f"{name} restarted from zero: {iterations}"
         if name not in unfinished:
             assert iterations == before[name], f"{name} had finished and was run again"
