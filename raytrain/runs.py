@@ -221,16 +221,16 @@ def runs_held(path: str | Path, command: str) -> str | None:
 def _of_a_sweep(path: Path) -> str | None:
     """What a sweep's experiment folder, trial folder or trial checkpoint given as a run folder is, and the commands
     that take it; None for any other path."""
-    from raytrain.tune.results import META_FILE
+    from raytrain.tune.results import META_FILE, sweep_above
 
     if (path / META_FILE).is_file():
         return (f"{path} is a sweep's experiment folder, not a run folder of `raytrain train`: continue the sweep with "
                 f"`raytrain tune resume {path}`")
-    for exp, what in ((path.parent, "a trial"), (path.parent.parent, "a trial's checkpoint")):
-        if (exp / META_FILE).is_file():
-            return (f"{path} is {what} of the sweep in {exp}, not a run folder of `raytrain train`: its trials go on "
-                    f"with `raytrain tune resume {exp}`; `raytrain train {exp / 'best.yaml'}` trains the best trial's "
-                    f"config as a new run, and `raytrain eval {path}` plays it")
+    if found := sweep_above(path):
+        exp, what = found
+        return (f"{path} is {what} of the sweep in {exp}, not a run folder of `raytrain train`: its trials go on "
+                f"with `raytrain tune resume {exp}`; `raytrain train {exp / 'best.yaml'}` trains the best trial's "
+                f"config as a new run, and `raytrain eval {path}` plays it")
     return None
 
 

@@ -56,7 +56,8 @@ def detect_kind(source: Source) -> tuple[str, list[str]]:
     hits = {kind: sections for kind, sections in found.items() if sections}
     # A train config's own sections beside them: a stray setting of a train config (`checkpoint:`, `workers:`)
     # or a stray section of another file, not a file of that kind; its loader places the stray key.
-    train_only = [k for k in keys if k in _train_only()]
+    own = _train_only()
+    train_only = [k for k in keys if k in own]
     if hits and train_only:
         hits = {"train": train_only, **hits}
     if len(hits) > 1:

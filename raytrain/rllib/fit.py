@@ -217,6 +217,15 @@ def _shape(shape: tuple[int, ...] | None) -> str:
     return "absent" if shape is None else str(list(shape))
 
 
+Shapes = dict[str, tuple[int, ...]]
+
+
+def first_misfit(old: Shapes, new: Shapes) -> tuple[str, str, str]:
+    """The first weight whose shape differs between two networks' shapes, and its shape in each (or `absent`)."""
+    param = next(key for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key))
+    return param, _shape(old.get(param)), _shape(new.get(param))
+
+
 def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved: RaytrainConfig) -> ConfigIssue | None:
     """An issue at the changed key when the network `cfg` builds cannot take `checkpoint`'s weights, else None.
 
@@ -231,7 +240,7 @@ def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved:
         new = built_shapes(cfg)
     if old is None or new is None or old == new:
         return None
-    param = next(key for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key))
+    param, saved_shape, built_shape = first_misfit(old, new)
     key = next((k for k in changed if (source.where(k.split(".")) or "").startswith("--set ")), next(iter(changed)))
     was, value = changed[key]
     others = [k for k in changed if k != key]
@@ -239,7 +248,7 @@ def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved:
         source.where(key.split(".")),
         key,
         f"the checkpoint's network does not fit this config: {was!r} in {checkpoint.name}, {value!r} "
-        f"here ({param}: {_shape(old.get(param))} saved, {_shape(new.get(param))} built"
+        f"here ({param}: {saved_shape} saved, {built_shape} built"
         f"{'; also changed: ' + ', '.join(others) if others else ''}). A resumed run continues the network it "
         "trained: keep the checkpoint's value, or start a new run (raytrain train FILE)",
     )

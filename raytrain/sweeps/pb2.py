@@ -10,7 +10,7 @@ from pydantic import AfterValidator, Field
 
 from raytrain.config.schema import whole_numbers_only
 from raytrain.sweeps.base import Issue, KeyPath, SchedulerSettings, Spec, TuneClass
-from raytrain.sweeps.pbt import PopulationBased
+from raytrain.sweeps.pbt import PopulationBased, within
 from raytrain.sweeps.space import DomainSpec, check_range, nest
 from raytrain.tune import TRIAL_KEY
 
@@ -59,10 +59,9 @@ class WithinBounds:
     def __call__(self, config: dict[str, Any]) -> dict[str, Any]:
         overrides = config[TRIAL_KEY]["overrides"]
         for key, (low, high) in self.bounds.items():
-            if key in getattr(self, "whole", ()):  # a scheduler pickled before it had `whole` has none
-                overrides[key] = min(max(round(overrides[key]), math.ceil(low)), math.floor(high))
-            else:
-                overrides[key] = min(max(overrides[key], low), high)
+            whole = key in getattr(self, "whole", ())  # a scheduler pickled before it had `whole` has none
+            overrides[key] = (within("randint", [math.ceil(low), math.floor(high) + 1], overrides[key]) if whole
+                              else within("uniform", [low, high], overrides[key]))
         return config
 
 

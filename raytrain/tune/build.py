@@ -238,7 +238,7 @@ def _perturbed_network_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
     """
     from raytrain.config.load import load_source
     from raytrain.config.sweep_load import sample_values, trial_source
-    from raytrain.rllib.fit import built_shapes, changed_keys
+    from raytrain.rllib.fit import built_shapes, changed_keys, first_misfit
     from raytrain.sweeps.pbt import PopulationBased
 
     algorithm = ALGORITHMS[loaded.sweep.search.algorithm]
@@ -251,12 +251,12 @@ def _perturbed_network_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
         settings = getattr(loaded.sweep, section, None)
         for key_path, dist in settings.searched() if settings is not None else []:
             key, built = key_path[-1], []
-            trials = [(value, load_source(trial_source(loaded.base.source, {key: value})).config)
-                      for value in sample_values(dist)]
-            if not any(changed_keys(base, trial) for _, trial in trials):
+            trials = [(value, trial, bool(changed_keys(base, trial))) for value in sample_values(dist)
+                      for trial in [load_source(trial_source(loaded.base.source, {key: value})).config]]
+            if not any(changed for _, _, changed in trials):
                 continue  # no value reaches the network
-            for value, trial in trials:
-                shapes = built_shapes(trial) if changed_keys(base, trial) else base_shapes()
+            for value, trial, changed in trials:
+                shapes = built_shapes(trial) if changed else base_shapes()
                 if shapes is None:
                     break  # the env cannot be made here: RLlib's build says why
                 built.append((value, shapes))
@@ -264,12 +264,11 @@ def _perturbed_network_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
             if not differ:
                 continue
             (first, old), (second, new) = differ[0]
-            param = next(k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k))
+            param, old_shape, new_shape = first_misfit(old, new)
             issues.append(ConfigIssue(
                 loaded.source.where(key_path), ".".join(key_path),
                 f"{algorithm.name.upper()} perturbs it, but its values build networks of other shapes ({param}: "
-                f"{list(old[param]) if param in old else 'absent'} with {first!r}, "
-                f"{list(new[param]) if param in new else 'absent'} with {second!r}): an exploit loads the stronger "
+                f"{old_shape} with {first!r}, {new_shape} with {second!r}): an exploit loads the stronger "
                 "trial's weights into the perturbed config, and they would not fit; search it under space: instead "
                 "(an exploit copies the stronger trial's value with its weights), and perturb settings that keep the "
                 "network (training.lr, training.clip_param, ...)",

@@ -142,9 +142,17 @@ def _not_an_experiment(folder: Path) -> str | None:
         run = folder.parent.parent
         return (f"{folder} is a checkpoint of the run of `raytrain train` in {run}, not a sweep's experiment folder: "
                 f"continue it with `raytrain train --resume {run}`")
-    for exp, what in ((folder.parent, "a trial"), (folder.parent.parent, "a trial's checkpoint")):
+    if found := sweep_above(folder):
+        exp, what = found
+        return f"{folder} is {what} of the sweep in {exp}: give its experiment folder, {exp}"
+    return None
+
+
+def sweep_above(path: Path) -> tuple[Path, str] | None:
+    """(experiment folder, "a trial" or "a trial's checkpoint") for a sweep's trial folder or trial checkpoint."""
+    for exp, what in ((path.parent, "a trial"), (path.parent.parent, "a trial's checkpoint")):
         if (exp / META_FILE).is_file():
-            return f"{folder} is {what} of the sweep in {exp}: give its experiment folder, {exp}"
+            return exp, what
     return None
 
 
