@@ -86,6 +86,13 @@ def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainC
     return ""
 
 
+def _tune_name_hint(key: str, model: type[BaseModel]) -> str:
+    """Where a sweep file writes a setting that Ray Tune names `key` (`checkpoint_freq`, `param_space`, ...)."""
+    from raytrain.config.sweep import TUNE_NAMES, SweepConfig
+
+    return f"; {TUNE_NAMES[key]}" if model is SweepConfig and key in TUNE_NAMES else ""
+
+
 def _old_names_for(section: str) -> list[str]:
     return [old for old, (sec, _, _) in aliases.KEY_ALIASES.items() if sec == section]
 
@@ -156,7 +163,7 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
             parent = _model_at(model, loc[:-1])
             names = [f.alias or n for n, f in parent.model_fields.items()] if parent else []
             stray = _stray_section_hint(loc[-1], _lookup(source.data, loc), model) if len(loc) == 1 else ""
-            hint = stray or _nearest(loc[-1], names) or (f"; valid keys: {', '.join(names)}" if names else "")
+            hint = _tune_name_hint(loc[-1], model) or stray or _nearest(loc[-1], names) or (f"; valid keys: {', '.join(names)}" if names else "")
             msg = f"unknown key{hint}"
         elif kind == "extra_forbidden":
             key = loc[-1]

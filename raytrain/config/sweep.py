@@ -20,6 +20,33 @@ from raytrain.sweeps.pb2 import PB2Config
 from raytrain.sweeps.pbt import PBTConfig
 from raytrain.sweeps.space import Distribution, Section
 
+_PARAM_SPACE = ("Tune's param_space is written here as space: (what is searched, by the train config's dotted keys: "
+                "space: {training.lr: {distribution: loguniform, low: ..., high: ...}}) and set: (one value for every "
+                "trial: set: {training.gamma: 0.99})")
+TUNE_NAMES = {
+    "scheduler": ("Tune's scheduler is chosen by search.algorithm here: pbt, pb2 or asha (search: {algorithm: asha}), "
+                  "with its settings in the section of that name (asha: {max_t: ...})"),
+    "search_alg": ("Tune's search algorithm is search.algorithm here: random, grid or optuna (search: {algorithm: "
+                   "optuna}), with Optuna's settings in optuna:"),
+    "param_space": _PARAM_SPACE,
+    "config": _PARAM_SPACE,
+    "tune_config": ("Tune's TuneConfig is the search section here: search: {algorithm, num_samples, metric, mode, "
+                    "max_concurrent_trials}"),
+    "run_config": ("Tune's RunConfig is written here as name:, stop:, checkpoint: {storage_path, frequency, "
+                   "num_to_keep, at_end} and failure: {max_failures}"),
+    "resources_per_trial": ("a trial reserves what its train config's settings ask for: set them for every trial "
+                            "with set: {resources.num_cpus_for_main_process: ..., learners.num_cpus_per_learner: ..., "
+                            "env_runners.num_env_runners: ...}"),
+    "local_dir": "Tune's local_dir is checkpoint: {storage_path: ...} here",
+    "checkpoint_freq": "Tune's checkpoint_freq is checkpoint: {frequency: ...} here",
+    "keep_checkpoints_num": "Tune's keep_checkpoints_num is checkpoint: {num_to_keep: ...} here",
+    "checkpoint_at_end": "Tune's checkpoint_at_end is checkpoint: {at_end: ...} here",
+    "resume": ("a sweep is resumed by a command, not a setting: raytrain tune resume EXPERIMENT_FOLDER (the folder "
+               "checkpoint.storage_path/name)"),
+}
+"""Ray Tune's names (Tuner, TuneConfig, RunConfig, tune.run) that a sweep file writes another way, and that way:
+the hint of an unknown key of that name, at any depth of a sweep file."""
+
 
 class SearchConfig(Section):
     """What to search and how trials are ranked."""

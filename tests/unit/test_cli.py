@@ -439,6 +439,53 @@ def test_a_stray_key_of_a_sweep_file_says_where_it_goes(write_yaml, tmp_path, mo
     assert "under space:" in expected or "under space:" not in output, output
 
 
+@pytest.mark.parametrize(
+    "stray,expected",
+    [
+        # Ray Tune's own names (Tuner, TuneConfig, RunConfig, tune.run), as someone who wrote Tune scripts writes
+        # them. They said "unknown key; valid keys: ..." or "did you mean 'search'?" / "'checkpoint'?".
+        ("scheduler: {type: asha}", "scheduler: unknown key; Tune's scheduler is chosen by search.algorithm here: "
+         "pbt, pb2 or asha (search: {algorithm: asha}), with its settings in the section of that name (asha: {max_t: ...})"),
+        ("search_alg: optuna", "search_alg: unknown key; Tune's search algorithm is search.algorithm here: random, "
+         "grid or optuna (search: {algorithm: optuna}), with Optuna's settings in optuna:"),
+        ("param_space: {lr: 0.1}", "param_space: unknown key; Tune's param_space is written here as space: (what is "
+         "searched, by the train config's dotted keys: space: {training.lr: {distribution: loguniform, low: ..., "
+         "high: ...}}) and set: (one value for every trial: set: {training.gamma: 0.99})"),
+        ("config: {lr: 0.1}", "config: unknown key; Tune's param_space is written here as space:"),
+        ("tune_config: {num_samples: 4}", "tune_config: unknown key; Tune's TuneConfig is the search section here: "
+         "search: {algorithm, num_samples, metric, mode, max_concurrent_trials}"),
+        ("run_config: {name: x}", "run_config: unknown key; Tune's RunConfig is written here as name:, stop:, "
+         "checkpoint: {storage_path, frequency, num_to_keep, at_end} and failure: {max_failures}"),
+        ("resources_per_trial: {cpu: 1}", "resources_per_trial: unknown key; a trial reserves what its train "
+         "config's settings ask for: set them for every trial with set: {resources.num_cpus_for_main_process: ..., "
+         "learners.num_cpus_per_learner: ..., env_runners.num_env_runners: ...}"),
+        ("local_dir: /tmp/x", "local_dir: unknown key; Tune's local_dir is checkpoint: {storage_path: ...} here"),
+        ("checkpoint_freq: 5", "checkpoint_freq: unknown key; Tune's checkpoint_freq is checkpoint: {frequency: ...} here"),
+        ("keep_checkpoints_num: 2", "keep_checkpoints_num: unknown key; Tune's keep_checkpoints_num is "
+         "checkpoint: {num_to_keep: ...} here"),
+        ("checkpoint_at_end: true", "checkpoint_at_end: unknown key; Tune's checkpoint_at_end is "
+         "checkpoint: {at_end: ...} here"),
+        ("resume: true", "resume: unknown key; a sweep is resumed by a command, not a setting: raytrain tune resume "
+         "EXPERIMENT_FOLDER (the folder checkpoint.storage_path/name)"),
+        # In a section, where it was "valid keys: storage_path, frequency, num_to_keep, at_end".
+        ("checkpoint: {checkpoint_freq: 5}", "checkpoint.checkpoint_freq: unknown key; Tune's checkpoint_freq is "
+         "checkpoint: {frequency: ...} here"),
+        ("checkpoint: {keep_checkpoints_num: 2}", "checkpoint.keep_checkpoints_num: unknown key; Tune's "
+         "keep_checkpoints_num is checkpoint: {num_to_keep: ...} here"),
+        ("checkpoint: {local_dir: /tmp}", "checkpoint.local_dir: unknown key; Tune's local_dir is "
+         "checkpoint: {storage_path: ...} here"),
+    ],
+)
+def test_a_ray_tune_name_in_a_sweep_file_is_told_its_place(write_yaml, tmp_path, monkeypatch, stray, expected):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_yaml("environment: {env: CartPole-v1}\n", "base.yaml")
+    sweep = write_yaml(SWEEP + stray + "\n", "sweep.yaml")
+    result = runner.invoke(app, ["tune", str(sweep), "--dry-run"])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"error: {sweep}:5: {expected}" in output, output
+
+
 def test_a_stray_key_of_a_cluster_file_names_its_section(write_yaml, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     cluster = write_yaml(CLUSTER + "user: ubuntu\n", "cluster.yaml")
