@@ -18,10 +18,13 @@ of `distribution: grid` entries over the new names (`raytrain tune`, search.algo
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from raytrain.config import aliases
+from raytrain.config.kind import is_rllib_experiment
 from raytrain.config.load import KNOWN_NAMESPACES
 from raytrain.config.schema import SECTIONS, section_keys
 from raytrain.config.source import Source
@@ -139,6 +142,12 @@ def _nested_grids(value: Any, path: tuple[str, ...]) -> list[tuple[str, ...]]:
 
 def convert(source: Source, experiment: str | None = None) -> ImportResult:
     """Convert a parsed old-format file. Raises ConfigError when it is not one."""
+    flat = is_rllib_experiment(source.data)
+    if flat:  # one experiment with no name above it: named after --experiment or the file
+        # A file name may hold what a folder name may not (`my run.yaml`): the experiment names the run's folder.
+        experiment = experiment or re.sub(r"[^A-Za-z0-9_.-]", "_", Path(source.file or "").stem).lstrip(".-")[:100] or "experiment"
+        source = Source({experiment: source.data}, _under(experiment, source.origins), source.file,
+                        _under(experiment, source.written))
     data = source.data
     names = [k for k, v in data.items() if isinstance(v, dict)]
     if not names:
@@ -155,12 +164,17 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
         raise ConfigError([ConfigIssue(source.where((experiment,)), experiment,
                                        f"is not an experiment (a mapping with env, run and config); the file has {', '.join(names)}")])
     old = data[experiment]
+
+    def shown(*path: str) -> str:
+        """A path of the old file as it is written there."""
+        return ".".join(path if flat else (experiment, *path))
+
     result = ImportResult(data={"experiment": {"name": experiment}})
     out = result.data
 
     run = old.get("run", "PPO")
     if str(run).upper() != "PPO":
-        raise ConfigError([ConfigIssue(source.where((experiment, "run")), f"{experiment}.run", f"raytrain trains PPO; {run!r} cannot be imported")])
+        raise ConfigError([ConfigIssue(source.where((experiment, "run")), shown("run"), f"raytrain trains PPO; {run!r} cannot be imported")])
 
     config = dict(_mapping(source, (experiment, "config"), "RLlib settings"))
     stop = _mapping(source, (experiment, "stop"), "stop criteria")
@@ -192,7 +206,7 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
                                         "replaces it, as RLlib's `rllib train -f` did"))
     config.pop("env", None)
     if env is None:
-        raise ConfigError([ConfigIssue(source.where((experiment,)), experiment, "has no env")])
+        raise ConfigError([ConfigIssue(source.where((experiment,)), shown(), "has no env")])
     env_path = ("env",) if "env" in old else ("config", "env")
     if _is_grid(env):
         raise ConfigError([ConfigIssue(
@@ -276,6 +290,10 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
         result.untranslated.append("num_samples: no raytrain counterpart for a train config (a sweep's "
                                    "search.num_samples repeats trials)")
     return result
+
+
+def _under(name: str, table: dict[tuple[str, ...], str]) -> dict[tuple[str, ...], str]:
+    return {(name, *path): value for path, value in table.items()}
 
 
 def _refuse_other_grids(source: Source, experiment: str, consumed: set[tuple[str, ...]]) -> None:

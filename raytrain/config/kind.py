@@ -108,19 +108,31 @@ def is_rllib_example(source: Source) -> bool:
     """Whether a file is in RLlib's former tuned-example format (`NAME: {env:, run:, config:}`), which
     `raytrain config import-rllib` converts: experiments only, none of them a section of any raytrain file."""
     data = source.data
-    if not isinstance(data, dict) or not data:
+    if not isinstance(data, dict) or not data or is_rllib_experiment(data):
         return False
     known = set().union(*_fields().values())
     return all(isinstance(v, dict) and k not in known and ("run" in v or "config" in v) for k, v in data.items())
 
 
+def is_rllib_experiment(data: object) -> bool:
+    """Whether `data` is one experiment of that format written with no name above it (`env:, run:, config:` at the
+    top level, as `tune.run(**spec)` takes it): a `run:` name or a `config:` mapping, and no raytrain section."""
+    if not isinstance(data, dict) or not (isinstance(data.get("run"), str) or isinstance(data.get("config"), dict)):
+        return False
+    raytrain_keys = set().union(*_fields().values()) - {"stop", "env"}
+    return not set(data) & raytrain_keys
+
+
 def wrong_kind(source: Source, expected: str) -> ConfigError | None:
     """For a file that failed the checks of `expected`'s loader: the one error that says it is a file of another
     kind and which command takes it (instead of an `unknown section` error per section), or None."""
+    convert = f"convert it with `raytrain config import-rllib {source.file or 'FILE'} -o NEW.yaml`"
     if is_rllib_example(source):
         return ConfigError([ConfigIssue(
-            source.file, "", "RLlib's former tuned-example format (NAME: {env, run, config}), not a raytrain file: "
-            f"convert it with `raytrain config import-rllib {source.file or 'FILE'} -o NEW.yaml`")])
+            source.file, "", f"RLlib's former tuned-example format (NAME: {{env, run, config}}), not a raytrain file: {convert}")])
+    if is_rllib_experiment(source.data):
+        return ConfigError([ConfigIssue(
+            source.file, "", f"an RLlib experiment (env, run, config at the top level), not a raytrain file: {convert}")])
     found = other_kind(source, expected)
     if found is None:
         return None

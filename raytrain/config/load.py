@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
 import json
@@ -510,7 +511,8 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> LoadedC
     from raytrain.config.kind import wrong_kind
 
     source = read_yaml(path)
+    as_read = Source(copy.deepcopy(source.data), dict(source.origins), source.file)  # load_source rewrites old names
     try:
         return load_source(source, overrides)
     except ConfigError as exc:
-        raise wrong_kind(source, "train") or exc from None
+        raise wrong_kind(as_read, "train") or exc from None

@@ -297,3 +297,57 @@ def test_an_atari_id_is_written_in_the_form_that_imports_its_package(write_yaml,
     assert yaml.safe_load(result.stdout)["environment"] == {"env": "ale_py:ALE/Breakout-v5"}
     assert (f"notice: {path}:2: env: written 'ale_py:ALE/Breakout-v5', Gymnasium's form that imports ale_py (which "
             "registers the id) before making the env") in result.output
+
+
+FLAT = ("env: CartPole-v1\nrun: PPO\nstop: {episode_reward_mean: 150}\ncheckpoint_freq: 5\n"
+        "config:\n  num_workers: 1\n  lr: 0.001\n  model: {fcnet_hiddens: [32]}\n  exploration_config: {}\n")
+
+
+def test_an_experiment_written_at_the_top_level_is_converted(write_yaml, tmp_path, monkeypatch):
+    """One experiment's spec with no name above it (`env:, run:, config:` at the top level, as `tune.run(**spec)`
+    and `rllib train --run/--env/--config` take it) said "holds 4 experiments (stop, config); pick one"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    old = write_yaml(FLAT, "cartpole_flat.yaml")
+    out = tmp_path / "new.yaml"
+    result = CliRunner().invoke(app, ["config", "import-rllib", str(old), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(out.read_text())
+    assert data["experiment"] == {"name": "cartpole_flat", "checkpoint_frequency": 5}
+    assert data["environment"] == {"env": "CartPole-v1"}
+    assert data["env_runners"] == {"num_env_runners": 1}
+    assert data["training"] == {"lr": 0.001}
+    assert data["model"] == {"fcnet_hiddens": [32]}
+    assert data["stop"] == {"env_runners/episode_return_mean": 150}
+    assert "config.exploration_config" in result.output
+    # Notices are placed at the lines of the old file, named by its own paths.
+    assert f"{old}:6: num_workers is an old RLlib name" in " ".join(result.output.split()), result.output
+    named = CliRunner().invoke(app, ["config", "import-rllib", str(old), "--experiment", "mine"])
+    assert named.exit_code == 0, named.output
+    assert "  name: mine\n" in named.stdout, named.stdout
+
+
+def test_an_experiment_at_the_top_level_is_refused_at_its_own_paths(write_yaml):
+    old = write_yaml(FLAT.replace("run: PPO", "run: DQN"), "flat.yaml")
+    result = CliRunner().invoke(app, ["config", "import-rllib", str(old)])
+    assert result.exit_code == 2, result.output
+    assert f"error: {old}:2: run: raytrain trains PPO; 'DQN' cannot be imported" in result.output
+
+
+@pytest.mark.parametrize("command", [["train"], ["tune"], ["config", "validate"]])
+def test_an_experiment_at_the_top_level_given_to_a_command_says_to_import_it(write_yaml, command):
+    """It said `env: unknown section; it belongs in the 'environment' section`, `run: unknown section`, `config:
+    unknown section` and `environment: is required`."""
+    old = write_yaml(FLAT, "flat.yaml")
+    result = CliRunner().invoke(app, [*command, str(old)])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert (f"error: {old}: an RLlib experiment (env, run, config at the top level), not a raytrain file: convert it "
+            f"with `raytrain config import-rllib {old} -o NEW.yaml`") in output, output
+    assert "unknown section" not in output and "is required" not in output
+
+
+def test_an_experiment_at_the_top_level_is_named_after_its_file_as_a_folder_may_be(write_yaml):
+    old = write_yaml(FLAT, "-my flat.yaml")
+    result = CliRunner().invoke(app, ["config", "import-rllib", str(old)])
+    assert result.exit_code == 0, result.output
+    assert "  name: my_flat\n" in result.stdout, result.stdout
