@@ -45,6 +45,18 @@ _OTHER_FILES_SECTIONS = {
     "workers": "a train config's env runners are env_runners: {{num_env_runners: N}}",
 }
 """Sections of a sweep or cluster file that a train config writes for a setting it has elsewhere."""
+_ALGORITHM = "raytrain trains PPO, and no setting names the algorithm: leave it out"
+_RLLIB_EXPERIMENT_NAMES = {
+    "checkpoint_freq": "RLlib's checkpoint_freq is experiment: {checkpoint_frequency: ...} here",
+    "keep_checkpoints_num": "RLlib's keep_checkpoints_num is experiment: {num_to_keep: ...} here",
+    "local_dir": "RLlib's local_dir is experiment: {storage_path: ...} here",
+    "run": _ALGORITHM,
+    "algorithm": _ALGORITHM,
+    "algo": _ALGORITHM,
+    "resume": "a run is resumed by a command, not a setting: raytrain train --resume RUN_FOLDER",
+}
+"""The experiment-level names of RLlib's and Tune's former files (`rllib train -f`, `tune.run`) at the top level
+of a train config, and where raytrain writes each."""
 
 
 def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainConfig) -> str:
@@ -62,6 +74,11 @@ def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainC
     if owners:
         named = " or ".join(f"'{o}'" for o in owners)
         return f"; it belongs in the {named} section" + (f" ({owners[0]}: {{{key}: ...}})" if len(owners) == 1 else "")
+    if model is RaytrainConfig and key in _RLLIB_EXPERIMENT_NAMES:
+        said = _RLLIB_EXPERIMENT_NAMES[key]
+        if said is _ALGORITHM and isinstance(value, str) and value.upper() != "PPO":
+            said = f"raytrain trains PPO only, not {value}: leave it out"
+        return f"; {said}"
     if model is RaytrainConfig and key in _OTHER_FILES_SECTIONS:
         shown = value if isinstance(value, int | float) and not isinstance(value, bool) else "SECONDS"
         return "; " + _OTHER_FILES_SECTIONS[key].format(value=shown)

@@ -381,6 +381,19 @@ def test_an_interrupted_build_says_interrupted_without_rays_half_built_objects(t
         ("num_env_runners: 2", "num_env_runners: unknown section; it belongs in the 'env_runners' section "
          "(env_runners: {num_env_runners: ...})"),
         ("seed: 3", "seed: unknown section; it belongs in the 'experiment' section (experiment: {seed: ...})"),
+        # The experiment-level names of RLlib's and Tune's former files (`rllib train -f`, `tune.run`): it said
+        # "unknown section; valid sections: ..." or, for `resume`, "did you mean 'resources'?".
+        ("checkpoint_freq: 5", "checkpoint_freq: unknown section; RLlib's checkpoint_freq is experiment: "
+         "{checkpoint_frequency: ...} here"),
+        ("keep_checkpoints_num: 2", "keep_checkpoints_num: unknown section; RLlib's keep_checkpoints_num is "
+         "experiment: {num_to_keep: ...} here"),
+        ("local_dir: /tmp/runs", "local_dir: unknown section; RLlib's local_dir is experiment: {storage_path: ...} here"),
+        ("run: PPO", "run: unknown section; raytrain trains PPO, and no setting names the algorithm: leave it out"),
+        ("run: DQN", "run: unknown section; raytrain trains PPO only, not DQN: leave it out"),
+        ("algorithm: PPO", "algorithm: unknown section; raytrain trains PPO, and no setting names the algorithm: "
+         "leave it out"),
+        ("resume: true", "resume: unknown section; a run is resumed by a command, not a setting: raytrain train "
+         "--resume RUN_FOLDER"),
     ],
 )
 def test_a_stray_section_of_a_train_config_is_placed_at_its_line(write_yaml, tmp_path, monkeypatch, stray, expected):
