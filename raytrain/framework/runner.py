@@ -9,6 +9,7 @@ first failure with its node id (after stopping the other nodes), and restarts a 
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 import uuid
 from collections import defaultdict
@@ -311,7 +312,37 @@ def _describe(error: Exception) -> tuple[str, str]:
         message = f"{type(cause).__name__}: {cause}".splitlines()[0]
     else:
         message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+    from ray.exceptions import RayTaskError
+
+    if isinstance(error, RayTaskError):
+        return message, node_traceback(str(error))
     text = str(error)
     if "Traceback" not in text:
         text = "".join(traceback.format_exception(error))
     return message, text
+
+
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+_RUNNER = "/raytrain/framework/runner.py"  # this file, wherever a node has raytrain installed
+
+
+def node_traceback(ray_text: str) -> str:
+    """The traceback of a node's `main` from what Ray's RayTaskError prints: Ray's header (`ray::NodeActor.run()
+    (pid=..., ip=...)`, coloured) back to `Traceback (most recent call last):`, without raytrain's runner frame
+    that called `main` and without the carets left of the Ray frames Ray hid. The caller's own frames (its
+    `ray.get`) are not in it."""
+    kept: list[str] = []
+    in_runner = False
+    for line in _COLOUR.sub("", ray_text).splitlines():
+        if line.startswith("ray::"):
+            line, in_runner = "Traceback (most recent call last):", False
+        elif line.startswith("  File "):
+            in_runner = line.partition('"')[2].partition('"')[0].endswith(_RUNNER)
+        elif in_runner and line.startswith("    "):
+            continue
+        elif line.strip() and not line.strip("^ "):  # carets: kept under the source line they point at
+            if not kept or not kept[-1].startswith("    ") or not kept[-1].strip("^ "):
+                continue
+        if not in_runner:
+            kept.append(line)
+    return "\n".join(kept)

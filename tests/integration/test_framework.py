@@ -129,6 +129,12 @@ def test_an_exception_in_a_node_surfaces_in_the_caller_with_its_node_id_and_trac
     text = str(info.value)
     assert "node 1 failed: ValueError: boom in node one" in text
     assert "in explode" in text and "Traceback" in text  # the node's own traceback
+    # Only the node's own frames: not the caller's `ray.get`, Ray's internals or raytrain's runner, which said
+    # more than the user's code did, nor the terminal colours of Ray's header.
+    tb = info.value.remote_traceback
+    assert tb.startswith("Traceback (most recent call last):\n"), tb
+    assert "ray/_private" not in tb and "raytrain/framework/runner.py" not in tb and "\x1b[" not in tb and "ray::" not in tb, tb
+    assert tb.rstrip().endswith("ValueError: boom in node one"), tb
     assert time.monotonic() - started < 60  # nodes 0 and 2, which would run forever, were stopped
 
 

@@ -1349,3 +1349,33 @@ def test_a_finish_from_another_node_ends_the_run_after_the_step_even_before_the_
     task.run(max_step=10)
     assert steps == [0] and task.finish is True
     task.stop(broadcast=False)
+
+
+def test_a_nodes_traceback_keeps_only_the_nodes_own_frames():
+    """What `str()` of Ray's RayTaskError gives for a node's failure (Ray 2.60): its coloured header, the carets
+    of the Ray frames it hid, and raytrain's runner frame around the user's `main`."""
+    from raytrain.framework import runner
+
+    ray_text = "\n".join([
+        "\x1b[36mray::NodeActor.run()\x1b[39m (pid=3991, ip=192.0.2.2, actor_id=ef07, repr=node.1)",
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        f'  File "{runner.__file__}", line 148, in run',
+        "    return main(*args, **kwargs)",
+        "           ^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/tmp/probe/boom.py", line 5, in main',
+        "    helper()",
+        "    ^^^^^^^^",
+        '  File "/tmp/probe/boom.py", line 2, in helper',
+        '    raise ValueError("boom")',
+        "ValueError: boom",
+    ])
+    assert runner.node_traceback(ray_text) == "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/tmp/probe/boom.py", line 5, in main',
+        "    helper()",
+        "    ^^^^^^^^",
+        '  File "/tmp/probe/boom.py", line 2, in helper',
+        '    raise ValueError("boom")',
+        "ValueError: boom",
+    ])
