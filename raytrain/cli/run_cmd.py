@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import time
@@ -60,6 +61,16 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
     if not callable(fn):
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module.__name__)
         raise UsageError(f"--main {main}: {module.__name__} has no function '{func_name}' (functions there: {', '.join(found) or 'none'})")
+    try:
+        inspect.signature(fn).bind()
+    except TypeError:
+        needed = next(p.name for p in inspect.signature(fn).parameters.values()
+                      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        raise UsageError(f"--main {main}: {func_name}{inspect.signature(fn)} takes arguments, and every node calls it "
+                         f"with none (as DI-engine's ditask does): give {needed} a default, or name a function that "
+                         "takes none") from None
+    except ValueError:  # no signature to read (a builtin): calling it tells
+        pass
     return fn
 
 
@@ -76,10 +87,15 @@ def _node_ids(value: str | None, workers: int) -> int | list[int] | None:
     if value is None:
         return None
     wanted = f"give a first id (e.g. 10) or a comma-separated list of {workers} distinct ids"
+    items = value.split(",")
+    if len(items) > 1 and not all(v.strip() for v in items):
+        raise UsageError(f"--node-ids {value}: an empty id between commas: {wanted}")
     try:
-        ids = [int(v) for v in value.split(",") if v.strip()]
+        ids = [int(v) for v in items]
     except ValueError:
         raise UsageError(f"--node-ids {value}: {wanted}") from None
+    if any(i < 0 for i in ids):
+        raise UsageError(f"--node-ids {value}: node ids are 0 or more: {wanted}")
     if len(ids) == 1 and workers > 1:
         return ids[0]
     if len(ids) != workers or len(set(ids)) != len(ids):

@@ -434,12 +434,28 @@ def test_raytrain_run_bad_main_is_a_usage_error(tmp_path):
     assert "has no function 'mian' (functions there: main)" in result.output
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_raytrain_run_of_a_main_that_needs_arguments_is_a_usage_error(tmp_path, workers):
+    """Every node calls `main()` with none, as ditask does: it was `TypeError: main() missing 1 required
+    positional argument: 'cfg'`, exit 1, after the nodes had started."""
+    (tmp_path / "pipeline.py").write_text("def main(cfg, seed=0):\n    pass\n")
+    from .conftest import invoke
+
+    result = invoke(["run", str(tmp_path / "pipeline.py"), "--main", "main", "--workers", workers])
+    assert result.exit_code == 2, result.output
+    assert ("--main main: main(cfg, seed=0) takes arguments, and every node calls it with none (as DI-engine's ditask "
+            "does): give cfg a default, or name a function that takes none") in " ".join(result.output.split())
+
+
 @pytest.mark.parametrize(("args", "said"), [
     (["--workers", "2", "--topology", "ring"], "--topology ring: use one of mesh, star, alone"),
     (["--workers", "2", "--node-ids", "1,1"],
      "--node-ids 1,1: 2 ids, not all distinct, for --workers 2: give a first id (e.g. 10) or a comma-separated list"),
     (["--workers", "3", "--node-ids", "4,5"], "--node-ids 4,5: 2 ids, for --workers 3: give a first id"),
     (["--workers", "2", "--node-ids", "1,x"], "--node-ids 1,x: give a first id (e.g. 10)"),
+    # A negative id ran as node -5; an empty item was dropped, so `1,,2` was two ids.
+    (["--workers", "2", "--node-ids=-5"], "--node-ids -5: node ids are 0 or more: give a first id (e.g. 10)"),
+    (["--workers", "3", "--node-ids", "1,,2"], "--node-ids 1,,2: an empty id between commas: give a first id"),
     (["--workers", "2", "--max-retries", "5"], "--max-retries: restarts happen only with --auto-recover"),
     (["--address", "10.0.0.5:6379"], "--address: with --workers 1 the node runs in this process, without Ray"),
     (["--auto-recover", "--num-cpus", "1"], "--auto-recover, --num-cpus: with --workers 1 the node runs in this process"),
