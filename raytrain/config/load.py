@@ -104,6 +104,59 @@ def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainC
     return ""
 
 
+def _section_as_value(section: type[BaseModel], name: str, value: Any) -> str:
+    """For a section written as one value (`environment: CartPole-v1`, `head: localhost`): the setting of the
+    section that value is for, where one or a few take it, else the section's first keys."""
+    import yaml
+
+    shown = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
+    takers = []
+    # A number, a truth value or a list fits too many settings, or one by a coercion (true as 1): only a text's
+    # setting is named.
+    for field_name, field_info in section.model_fields.items() if isinstance(value, str) else ():
+        key = field_info.alias or field_name
+        try:
+            section.model_validate({key: value})
+        except ValidationError as exc:
+            if any(e["loc"][:1] == (key,) for e in exc.errors()):
+                continue
+        except Exception:  # noqa: BLE001 - a check of another setting: not this one's to say
+            continue
+        takers.append(key)
+    first = next(iter(section.model_fields.values()), None)
+    named = [k for k in takers if _is_literal(section.model_fields[_field_name(section, k)].annotation)]
+    if len(named) == 1:  # a value that names a choice (search: random, auth: token)
+        takers = named
+    elif isinstance(value, str) and first is not None and (first.alias or next(iter(section.model_fields))) in takers[:1]:
+        takers = takers[:1]  # a section about its first key (environment: its env, head: its host)
+    if len(takers) == 1:
+        return f"is a section (a mapping of its settings), not one value: write {name}: {{{takers[0]}: {shown}}}"
+    if 1 < len(takers) <= 6:
+        return (f"is a section (a mapping of its settings), not one value: write {name}: {{KEY: {shown}}} with the "
+                f"setting it is for: {', '.join(takers)}")
+    keys = [f.alias or n for n, f in section.model_fields.items()]
+    listed = ", ".join(keys[:6]) + (", ...; raytrain config schema lists them" if len(keys) > 6 else "")
+    return f"is a section (a mapping of its settings: {listed}), not one value (got {shown})"
+
+
+def _field_name(model: type[BaseModel], key: str) -> str:
+    return next((n for n, f in model.model_fields.items() if (f.alias or n) == key), key)
+
+
+def _is_literal(annotation: Any) -> bool:
+    import types
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return True
+    if origin is typing.Annotated:
+        return _is_literal(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_literal(a) for a in typing.get_args(annotation))
+    return False
+
+
 def _tune_name_hint(key: str, model: type[BaseModel]) -> str:
     """Where a sweep file writes a setting that Ray Tune names `key` (`checkpoint_freq`, `param_space`, ...)."""
     from raytrain.config.sweep import TUNE_NAMES, SweepConfig
@@ -198,6 +251,13 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
                 msg = f"unknown key{hint or f' (see raytrain config schema for the keys of {loc[0]})'}"
             else:
                 msg = "unknown key"
+        elif kind == "model_type" and (section := _model_at(model, loc)) is not None and section.__name__ in err["msg"]:
+            msg = _section_as_value(section, loc[-1], err.get("input"))
+        elif kind == "dict_type" and loc == ["stop"]:
+            value = err.get("input")
+            count = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 100
+            msg = (f"is a mapping of metric: threshold (training stops when any is reached), not one value: e.g. "
+                   f"stop: {{training_iteration: {count}}}")
         elif kind == "missing":
             msg = "is required"
             if path == "environment":

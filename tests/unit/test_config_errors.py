@@ -890,3 +890,56 @@ def test_integer_observations_are_refused_before_ray_with_the_fix(obs_envs, writ
     assert observation_problem(load_config(write_yaml(f"environment: {{env: 'obs_walks:{env}'}}\n")).config) == said
     flat = f"environment: {{env: 'obs_walks:{env}'}}\nenv_runners: {{flatten_observations: true}}\n"
     assert observation_problem(load_config(write_yaml(flat, "flat.yaml")).config) is None
+
+
+@pytest.mark.parametrize(
+    "kind,text,expected",
+    [
+        # A section written as the one value it is usually about. It said "Input should be a valid dictionary or
+        # instance of EnvironmentConfig (got 'CartPole-v1')".
+        ("train", "environment: CartPole-v1\n", "1: environment: is a section (a mapping of its settings), not one "
+         "value: write environment: {env: CartPole-v1}"),
+        # A value that a few settings could take: those settings; that many could: the section's first keys.
+        ("train", "environment: {env: CartPole-v1}\nexperiment: my-run\nstop: {training_iteration: 2}\n",
+         "2: experiment: is a section (a mapping of its settings), not one value: write experiment: {name: my-run}"),
+        ("sweep", "base: base.yaml\nsearch: {algorithm: random}\noptuna: tpe\n", "3: optuna: is a section (a "
+         "mapping of its settings), not one value: write optuna: {sampler: tpe}"),
+        ("train", "environment: {env: CartPole-v1}\nstop: 100\n", "2: stop: is a mapping of metric: threshold "
+         "(training stops when any is reached), not one value: e.g. stop: {training_iteration: 100}"),
+        ("sweep", "base: base.yaml\nsearch: {algorithm: random}\nstop: 450\n", "3: stop: is a mapping of metric: "
+         "threshold (training stops when any is reached), not one value: e.g. stop: {training_iteration: 450}"),
+        # A number, a truth value or a list: no setting is guessed (`evaluation: true` fits evaluation_duration
+        # as 1, `env_runners: 4` several counts), the section's first keys are listed.
+        ("train", "environment: {env: CartPole-v1}\nexperiment: 7\n", "2: experiment: is a section (a mapping of "
+         "its settings: name, seed, storage_path, checkpoint_frequency, num_to_keep, checkpoint_at_end, ...; raytrain "
+         "config schema lists them), not one value (got 7)"),
+        ("train", "environment: {env: CartPole-v1}\nmodel: [64]\n", "2: model: is a section (a mapping of its "
+         "settings: fcnet_hiddens, fcnet_activation, "),
+        ("train", "environment: {env: CartPole-v1}\nevaluation: true\n", "2: evaluation: is a section (a mapping "
+         "of its settings: evaluation_interval, "),
+        ("train", "environment: {env: CartPole-v1}\ntraining: 3\n", "2: training: is a section (a mapping of its "
+         "settings: lr, gamma, lambda, clip_param, vf_clip_param, vf_loss_coeff, ...; raytrain config schema lists "
+         "them), not one value (got 3)"),
+        ("sweep", "base: base.yaml\nsearch: random\n", "2: search: is a section (a mapping of its settings), not one "
+         "value: write search: {algorithm: random}"),
+        ("sweep", "base: base.yaml\nsearch: {algorithm: random}\ncheckpoint: /tmp/x\n", "3: checkpoint: is a section "
+         "(a mapping of its settings), not one value: write checkpoint: {storage_path: /tmp/x}"),
+        ("cluster", "name: c\nhead: localhost\nauth: {mode: token}\n", "2: head: is a section (a mapping of its "
+         "settings), not one value: write head: {host: localhost}"),
+        ("cluster", "name: c\nhead: {host: localhost}\nauth: token\n", "3: auth: is a section (a mapping of its "
+         "settings), not one value: write auth: {mode: token}"),
+    ],
+)
+def test_a_section_written_as_one_value_says_how_to_write_it(write_yaml, tmp_path, monkeypatch, kind, text, expected):
+    from raytrain.config.cluster import load_cluster
+    from raytrain.config.sweep_load import load_sweep
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_yaml("environment: {env: CartPole-v1}\n", "base.yaml")
+    path = write_yaml(text, "file.yaml")
+    load = {"train": load_config, "sweep": load_sweep, "cluster": load_cluster}[kind]
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    said = [str(i) for i in info.value.issues]
+    assert any(s.startswith(f"{path}:{expected}") for s in said), said
+    assert not any("instance of" in s for s in said), said
