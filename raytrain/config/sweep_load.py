@@ -340,7 +340,8 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
             del fixed[key]  # said once: not again as an unknown section of the base config
     base_source = trial_source(base_source, fixed, None)
     for key in fixed:
-        where = source.where(("set", *key.split("."))) or source.where(("set",))
+        # A dotted key is one YAML key (`training.gamma: ...`); a nested one, a path (`training: {gamma: ...}`).
+        where = source.origins.get(("set", key)) or source.where(("set", *key.split(".")))
         if where is not None:
             base_source.origins[tuple(key.split("."))] = where
         if (written := source.written.get(("set", key)) or source.written.get(("set", *key.split(".")))) is not None:

@@ -848,3 +848,12 @@ def test_pb2_rounds_a_whole_number_setting_it_explores(sweep_file):
 def test_pb2_bounds_that_hold_no_whole_number_of_a_whole_number_setting(sweep_file):
     path = sweep_file("search: {algorithm: pb2}\npb2: {hyperparam_bounds: {training.num_epochs: [2.2, 2.8]}}\n")
     assert "pb2.hyperparam_bounds.training.num_epochs: takes a whole number, and [2.2, 2.8] holds none" in errors(path)
+
+
+def test_a_bad_value_under_set_is_placed_at_its_own_line(sweep_file):
+    """`set:` keys are dotted (`training.gamma`): their values' errors were placed at the `set:` line."""
+    path = sweep_file("search: {algorithm: random}\nset:\n  training.lr: 0.001\n  training.gamma: 1.5\n"
+                      "  env_runners: {num_envs_per_env_runner: abc}\n")
+    said = errors(path)
+    assert f"{path}:6: training.gamma: Input should be less than or equal to 1" in said, said
+    assert f"{path}:7: env_runners.num_envs_per_env_runner: Input should be a valid integer" in said, said
