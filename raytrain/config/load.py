@@ -139,6 +139,48 @@ def _section_as_value(section: type[BaseModel], name: str, value: Any) -> str:
     return f"is a section (a mapping of its settings: {listed}), not one value (got {shown})"
 
 
+_SCALAR_TYPES = ("float_type", "int_type", "string_type", "bool_type", "literal_error", "enum")
+"""The errors of a setting of one value given something else (a list)."""
+
+
+def _search_in_train_config(source: Source, loc: list[str], err: Any) -> tuple[list[str], str] | None:
+    """For an error at `loc` of a train config whose value there (or above it) is a search, RLlib's and Tune's
+    `{grid_search: [...]}`, a sweep's `{distribution: ...}` or a list of values for a setting of one value, of a
+    setting a sweep can search: where, and the sweep that searches it."""
+    import yaml
+
+    from raytrain.config.sweep_load import check_key
+
+    def flow(data: Any) -> str:
+        return yaml.safe_dump(data, default_flow_style=True, sort_keys=False, width=10**6).strip()
+
+    base = Path(source.file).name if source.file else "THIS_FILE"
+    for depth in range(1, len(loc) + 1):
+        at = loc[:depth]
+        written = _lookup(source.data, at)
+        if isinstance(written, dict) and ("grid_search" in written or "distribution" in written):
+            if check_key(".".join(at)) is not None:
+                return None
+            what, space = (("a grid_search", {"distribution": "grid", "values": written["grid_search"]})
+                           if "grid_search" in written else ("a search distribution", written))
+            return at, (f"{what}, and a train config trains one value of each setting: search it with raytrain tune, in "
+                        f"a sweep file with base: {base} and space: {flow({'.'.join(at): space})}")
+    scalars = (bool, int, float, str)
+    value = err.get("input")
+    if (isinstance(value, list) and value and all(isinstance(p, list) and len(p) == 2 for p in value)
+            and _lookup(source.data, loc) == value and len(loc) == 2 and loc[0] in SECTIONS
+            and (field := next((f for n, f in SECTIONS[loc[0]].model_fields.items() if (f.alias or n) == loc[1]), None)) is not None
+            and "PiecewiseSchedule" in repr(field.annotation)):
+        return loc, ("[timestep, value] points are a schedule, written "
+                     f"{flow({'schedule': 'piecewise', 'points': value})}")
+    if (err["type"] in _SCALAR_TYPES and isinstance(value, list) and value and all(isinstance(v, scalars) for v in value)
+            and _lookup(source.data, loc) == value and check_key(".".join(loc)) is None):
+        return loc, ("a list of values, and a train config trains one value of each setting: write one, or try each "
+                     f"with raytrain tune, in a sweep file with base: {base} and space: "
+                     f"{flow({'.'.join(loc): {'distribution': 'grid', 'values': value}})}")
+    return None
+
+
 def _field_name(model: type[BaseModel], key: str) -> str:
     return next((n for n, f in model.model_fields.items() if (f.alias or n) == key), key)
 
@@ -230,6 +272,11 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
         path = ".".join(loc)
         where = source.where(loc)
         kind = err["type"]
+        if model is RaytrainConfig and (search := _search_in_train_config(source, loc, err)) is not None:
+            at, msg = search
+            if not any(issue.path == ".".join(at) for issue, _ in issues):
+                issues.append((ConfigIssue(source.where(at), ".".join(at), msg), None))
+            continue
         if kind == "extra_forbidden" and model is not RaytrainConfig:
             parent = _model_at(model, loc[:-1])
             names = [f.alias or n for n, f in parent.model_fields.items()] if parent else []

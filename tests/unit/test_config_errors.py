@@ -943,3 +943,39 @@ def test_a_section_written_as_one_value_says_how_to_write_it(write_yaml, tmp_pat
     said = [str(i) for i in info.value.issues]
     assert any(s.startswith(f"{path}:{expected}") for s in said), said
     assert not any("instance of" in s for s in said), said
+
+
+@pytest.mark.parametrize(
+    "setting,expected",
+    [
+        # RLlib's and Tune's search syntax in a train config. It said "a schedule needs `schedule: linear`", "Input
+        # should be a valid number (got [0.99, 0.9])" and "Input should be a valid integer".
+        ("lr: {grid_search: [0.001, 0.0001]}", "training.lr: a grid_search, and a train config trains one value of "
+         "each setting: search it with raytrain tune, in a sweep file with base: config.yaml and space: {training.lr: "
+         "{distribution: grid, values: [0.001, 0.0001]}}"),
+        ("num_epochs: {distribution: randint, low: 2, high: 10}", "training.num_epochs: a search distribution, and a "
+         "train config trains one value of each setting: search it with raytrain tune, in a sweep file with base: "
+         "config.yaml and space: {training.num_epochs: {distribution: randint, low: 2, high: 10}}"),
+        ("gamma: [0.99, 0.9]", "training.gamma: a list of values, and a train config trains one value of each "
+         "setting: write one, or try each with raytrain tune, in a sweep file with base: config.yaml and space: "
+         "{training.gamma: {distribution: grid, values: [0.99, 0.9]}}"),
+    ],
+)
+def test_a_search_written_in_a_train_config_is_sent_to_a_sweep(write_yaml, setting, expected):
+    path = write_yaml(f"environment: {{env: CartPole-v1}}\ntraining:\n  {setting}\n")
+    assert errors_of(path) == [f"{path}:3: {expected}"]
+
+
+def test_rllibs_points_of_a_schedule_are_told_how_a_schedule_is_written(write_yaml):
+    """RLlib's `lr_schedule` form given as the setting: it said "Input should be a valid number (got [[0, 0.01],
+    [1000, 0.001]])"."""
+    path = write_yaml("environment: {env: CartPole-v1}\ntraining:\n  lr: [[0, 0.01], [1000, 0.001]]\n")
+    assert errors_of(path) == [f"{path}:3: training.lr: [timestep, value] points are a schedule, written "
+                               "{schedule: piecewise, points: [[0, 0.01], [1000, 0.001]]}"]
+
+
+def test_a_list_where_one_value_is_meant_among_choices_is_sent_to_a_sweep(write_yaml):
+    path = write_yaml("environment: {env: CartPole-v1}\nmodel: {fcnet_activation: [relu, tanh]}\n")
+    (msg,) = errors_of(path)
+    assert msg.startswith(f"{path}:2: model.fcnet_activation: a list of values, and a train config trains one value "
+                          "of each setting: write one, or try each with raytrain tune"), msg
