@@ -99,11 +99,84 @@ def observation_problem(cfg: RaytrainConfig) -> str | None:
         return (f"{cfg.environment.env!r} cannot be made here: a package it needs is not installed: {exc} (install it "
                 "into the Python that runs raytrain, and on every node of a cluster)")
     if env is None:
-        return None
+        return _misnamed_config(config.env) if isinstance(config.env, type) else None
     try:
-        return _space_problem(cfg, env, PPOCatalog, dict(config.model_config))
+        return _space_problem(cfg, env, PPOCatalog, dict(config.model_config)) or _api_problem(env)
     finally:
         env.close()
+
+
+def _misnamed_config(maker: Any) -> str | None:
+    """For a custom env class that could not be made here: when its one required parameter is not named for the
+    config RLlib passes (`def __init__(self, size)`), that this is why, else None. RLlib's message was the env's
+    own error about the mapping it got (`Expected all Box shape elements to be integer, actual type=(EnvContext,)`),
+    in every env runner once Ray had started."""
+    import inspect
+
+    try:
+        signature = inspect.signature(maker)
+    except (TypeError, ValueError):
+        return None
+    required = [p for p in signature.parameters.values() if p.default is p.empty
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(required) != 1 or required[0].name in _CONFIG_NAMES:
+        return None
+    name, first = getattr(maker, "__name__", str(maker)), required[0].name
+    return (f"RLlib makes a custom env as {name}(env_config), one argument (environment.env_config, a mapping), and "
+            f"{name}{signature} takes that mapping as {first}: take one argument and read {first} from it "
+            f"(environment.env_config: {{{first}: ...}})")
+
+
+_CONFIG_NAMES = {"config", "env_config", "cfg", "conf", "configuration", "env_context", "context", "ctx", "options"}
+
+
+_OLD_GYM = ("uses the Gym API of before Gymnasium 0.26, and RLlib calls Gymnasium's: reset(seed=None, options=None) "
+            "returns (observation, info) and step(action) returns (observation, reward, terminated, truncated, info). "
+            "Port the env (https://gymnasium.farama.org/introduction/migration_guide), or wrap an old Gym env with "
+            "shimmy's GymV21CompatibilityV0")
+
+
+def _api_problem(env: Any) -> str | None:
+    """Why `env` does not follow Gymnasium's API as RLlib calls it (reset with a seed, a step of a sampled action),
+    else None. The env's own errors are left to RLlib, which reports them where it makes the env."""
+    import numpy as np
+
+    def observation_misfit(what: str, observation: Any) -> str | None:
+        space = env.observation_space
+        shape = getattr(space, "shape", None)
+        if shape is None or not isinstance(observation, np.ndarray | list | tuple | float | int) \
+                or np.shape(observation) == tuple(shape) or type(space).__name__ != "Box":
+            return None
+        return (f"the env's {what} returned an observation of shape {np.shape(observation)}, and its observation_space "
+                f"is {space}: RLlib sizes the network by the space, so make the two agree")
+
+    try:
+        reset = env.reset(seed=0)
+    except TypeError as exc:
+        if "seed" in str(exc) or "options" in str(exc) or "positional argument" in str(exc):
+            return f"the env's reset() takes no seed ({type(exc).__name__}: {exc}): it {_OLD_GYM}"
+        return None
+    except Exception:  # the env's own error: RLlib reports it
+        return None
+    if not (isinstance(reset, tuple) and len(reset) == 2 and isinstance(reset[1], dict)):
+        return f"the env's reset() returned {_kind_of(reset)}, not (observation, info): it {_OLD_GYM}"
+    if (misfit := observation_misfit("reset()", reset[0])) is not None:
+        return misfit
+    try:
+        step = env.step(env.action_space.sample())
+    except Exception:
+        return None
+    if not (isinstance(step, tuple) and len(step) == 5):
+        got = f"{len(step)} values" if isinstance(step, tuple) else _kind_of(step)
+        return f"the env's step() returned {got}, not 5: it {_OLD_GYM}"
+    return observation_misfit("step()", step[0])
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    name = type(value).__name__
+    return f"an {name}" if name[:1].lower() in "aeiou" or name == "ndarray" else f"a {name}"
 
 
 FLATTEN = "env_runners.flatten_observations"

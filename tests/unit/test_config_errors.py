@@ -660,6 +660,51 @@ class ShapeWalk(_Walk):
 class FlatWalk(gymnasium.wrappers.FlattenObservation):
     def __init__(self, config=None):
         super().__init__(DictWalk(config))
+
+
+class OldGymWalk(_Walk):
+    """The Gym API of before Gymnasium 0.26: reset() takes no seed and returns the observation alone."""
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+
+    def reset(self):
+        return self.observation_space.sample()
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, True, {}
+
+
+class FourStepWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, True, {}
+
+
+class ObsOnlyWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        return self.observation_space.sample()
+
+
+class WideWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(4), {}
+
+
+class SizedWalk(_Walk):
+    def __init__(self, size):
+        self.observation_space = gymnasium.spaces.Box(-1, 1, (size,), np.float32)
+
+
+class BrokenWalk(_Walk):
+    """An env whose own code fails: RLlib reports that as it does."""
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        raise RuntimeError("the simulator is not running")
 '''
 
 
@@ -979,3 +1024,44 @@ def test_a_list_where_one_value_is_meant_among_choices_is_sent_to_a_sweep(write_
     (msg,) = errors_of(path)
     assert msg.startswith(f"{path}:2: model.fcnet_activation: a list of values, and a train config trains one value "
                           "of each setting: write one, or try each with raytrain tune"), msg
+
+
+OLD_GYM = ("uses the Gym API of before Gymnasium 0.26, and RLlib calls Gymnasium's: reset(seed=None, options=None) "
+           "returns (observation, info) and step(action) returns (observation, reward, terminated, truncated, info). "
+           "Port the env (https://gymnasium.farama.org/introduction/migration_guide), or wrap an old Gym env with "
+           "shimmy's GymV21CompatibilityV0")
+
+
+@pytest.mark.parametrize("env, said", [
+    # Each failed in every env runner once Ray had started (`TypeError: OldGymWalk.reset() got an unexpected keyword
+    # argument 'seed'`, `ValueError: Output array is the wrong shape`, `Expected all Box shape elements to be
+    # integer, actual type=(EnvContext,)`), exit 1, with a run folder and no checkpoint.
+    ("OldGymWalk", "the env's reset() takes no seed (TypeError: OldGymWalk.reset() got an unexpected keyword "
+     "argument 'seed'): it " + OLD_GYM),
+    ("FourStepWalk", "the env's step() returned 4 values, not 5: it " + OLD_GYM),
+    ("ObsOnlyWalk", "the env's reset() returned an ndarray, not (observation, info): it " + OLD_GYM),
+    ("WideWalk", "the env's reset() returned an observation of shape (4,), and its observation_space is Box(-1.0, "
+     "1.0, (3,), float32): RLlib sizes the network by the space, so make the two agree"),
+    ("SizedWalk", "RLlib makes a custom env as SizedWalk(env_config), one argument (environment.env_config, a "
+     "mapping), and SizedWalk(size) takes that mapping as size: take one argument and read size from it "
+     "(environment.env_config: {size: ...})"),
+])
+def test_an_env_that_does_not_follow_gymnasiums_api_as_rllib_calls_it_exits_2_before_ray(obs_envs, write_yaml, env,
+                                                                                        said):
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    storage = obs_envs / "runs"
+    path = write_yaml(f"experiment: {{storage_path: {storage}}}\nenvironment:\n  env: 'obs_walks:{env}'\n")
+    for args in (["train", str(path)], ["config", "validate", str(path)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert f"{path}:3: environment.env: {said}" in " ".join(result.output.split()), result.output
+    assert starts == [] and not storage.exists()
+
+
+def test_an_env_whose_own_code_fails_is_left_to_rllib(obs_envs, write_yaml):
+    from raytrain.rllib.fit import observation_problem
+
+    assert observation_problem(load_config(write_yaml("environment: {env: 'obs_walks:BrokenWalk'}\n")).config) is None
