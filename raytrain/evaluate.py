@@ -13,7 +13,7 @@ from raytrain.config.load import load_config, load_source
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source, override_text
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
-from raytrain.runs import STATE_FILE, RunFolder, absolute, runs_held
+from raytrain.runs import STATE_FILE, RunFolder, absolute, runs_held, where_it_imported
 from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, file_given_for_results, newest, some_of
 
 if TYPE_CHECKING:
@@ -168,12 +168,15 @@ def plan_eval(checkpoint: str | Path, seed: int | None = None, on_skip: Callable
     overrides = ["env_runners.num_env_runners=0", "evaluation={}", "learners.num_learners=0", "learners.num_gpus_per_learner=0"]
     if seed is not None:
         overrides.append(override_text("experiment.seed", seed))
-    if (ckpt / "config.yaml").is_file():
-        config_file = ckpt / "config.yaml"
-        cfg = load_config(config_file, overrides).config
-    else:  # a sweep trial's checkpoint
-        config_file = ckpt.parent / "params.json"
-        cfg = load_source(_trial_source(ckpt), overrides).config
+    try:
+        if (ckpt / "config.yaml").is_file():
+            config_file = ckpt / "config.yaml"
+            cfg = load_config(config_file, overrides).config
+        else:  # a sweep trial's checkpoint
+            config_file = ckpt.parent / "params.json"
+            cfg = load_source(_trial_source(ckpt), overrides).config
+    except ConfigError as exc:
+        raise where_it_imported(exc, ckpt) from None
     try:
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends

@@ -31,6 +31,7 @@ deleted, so that a deletion cut short never leaves a half-deleted folder that st
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -160,6 +161,41 @@ def append_command(folder: Path, argv: list[str]) -> None:
     line = f"# {time.strftime('%Y-%m-%d %H:%M:%S')} in {os.getcwd()}\n{shlex.join(argv)}\n"
     with open(folder / "command.txt", "a") as fh:
         fh.write(line)
+
+
+_STARTED = re.compile(r"^# \d{4}-\d\d-\d\d \d\d:\d\d:\d\d in (.+)$")
+
+
+def started_in(path: Path) -> Path | None:
+    """The working directory of the first command of the run or sweep folder at or above `path` (a checkpoint, a
+    trial), as its command.txt records it; None when there is none."""
+    for folder in [path, *list(path.parents)[:3]]:
+        try:
+            first = (folder / "command.txt").read_text().split("\n", 1)[0]
+        except OSError:
+            continue
+        match = _STARTED.match(first)
+        return Path(match.group(1)) if match else None
+    return None
+
+
+def where_it_imported(exc: ConfigError, path: Path) -> ConfigError:
+    """`exc` with, for an env module that cannot be imported here, the folder the run at `path` was started in
+    (where a module beside the config was found then), when that is not the working directory."""
+    start = started_in(path)
+    if start is None or start == Path.cwd():
+        return exc
+    for i, issue in enumerate(exc.issues):
+        match = re.match(r"cannot import module '([\w.]+)'", issue.message)
+        if issue.path != "environment.env" or match is None:
+            continue
+        top = match.group(1).split(".")[0]
+        found = next((f"{top}{kind}" for kind in (".py", "/") if (start / f"{top}{kind}").exists()), None)
+        there = f", where {found} is" if found else ""
+        exc.issues[i] = dataclasses.replace(issue, message=(
+            f"{issue.message}. This run was started in {start} (its command.txt){there}: run raytrain from there "
+            f"(cd {shlex.quote(str(start))})"))
+    return exc
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

@@ -83,7 +83,7 @@ def prepare(
     from raytrain.paths import probe_writable
     from raytrain.ray_session import cluster_address, ray_address
     from raytrain.rllib.translate import rllib_calls
-    from raytrain.runs import STAMP_PLACEHOLDER, experiment_dir
+    from raytrain.runs import STAMP_PLACEHOLDER, experiment_dir, where_it_imported
 
     address = cluster_address(address, cluster)
     folder = None
@@ -97,10 +97,13 @@ def prepare(
         if warning:
             notify(warning)
         source_name = str(file) if file is not None else str(folder.path / "config.yaml")
-        if file is None:
-            loaded = load_source(parse_yaml(folder.read_config_yaml(), source_name), overrides)
-        else:
-            loaded = load_config(file, overrides)
+        try:
+            if file is None:
+                loaded = load_source(parse_yaml(folder.read_config_yaml(), source_name), overrides)
+            else:
+                loaded = load_config(file, overrides)
+        except ConfigError as exc:
+            raise where_it_imported(exc, folder.path) from None
         checkpoint = folder.latest_checkpoint(on_skip=notify)
         if checkpoint is None:
             raise UsageError(

@@ -522,3 +522,30 @@ def test_a_sweep_key_without_its_section_names_it_once(write_yaml, tmp_path, mon
     assert result.exit_code == 2, result.output
     assert f"error: {sweep}:3: {section}.lr: is not a searchable key; did you mean 'training.lr'?" in output, output
     assert output.count("error:") == 1, output
+
+
+def test_a_run_whose_env_module_is_not_importable_here_names_the_folder_it_was_started_in(tmp_path, monkeypatch):
+    """A custom env's module beside the config where the run started: `eval` or `train --resume` from another folder
+    said only "run raytrain from the folder that holds walk_env_here.py", and the user had to remember which."""
+    start = tmp_path / "my project"
+    start.mkdir()
+    (start / "walk_env_here.py").write_text("raise RuntimeError('not imported in this test')\n")
+    run = tmp_path / "runs" / "walk" / "2026-11-29_09-36-57"
+    checkpoint = run / "checkpoints" / "checkpoint_000001"
+    checkpoint.mkdir(parents=True)
+    config = "environment: {env: 'walk_env_here:Walk'}\nstop: {training_iteration: 1}\n"
+    for folder in (run, checkpoint):
+        (folder / "config.yaml").write_text(config)
+    (checkpoint / "raytrain_state.json").write_text('{"iteration": 1}\n')
+    (run / "command.txt").write_text(f"# 2026-11-29 09:36:57 in {start}\nraytrain train walk.yaml\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for args in (["train", "--resume", str(run), "--set", "stop.training_iteration=2"], ["eval", str(run)],
+                 ["eval", str(checkpoint)]):
+        result = runner.invoke(app, args)
+        output = " ".join(result.output.split())
+        assert result.exit_code == 2, result.output
+        assert "cannot import module 'walk_env_here'" in output, output
+        assert (f"This run was started in {start} (its command.txt), where walk_env_here.py is: run raytrain from "
+                f"there (cd '{start}')") in output, output
