@@ -166,25 +166,29 @@ def append_command(folder: Path, argv: list[str]) -> None:
 _STARTED = re.compile(r"^# \d{4}-\d\d-\d\d \d\d:\d\d:\d\d in (.+)$")
 
 
-def started_in(path: Path) -> Path | None:
-    """The working directory of the first command of the run or sweep folder at or above `path` (a checkpoint, a
-    trial), as its command.txt records it; None when there is none."""
+def started_in(path: Path) -> tuple[Path, Path] | None:
+    """The run or sweep folder at or above `path` (a checkpoint, a trial) that has a command.txt, and the working
+    directory of its first command as that records it; None when there is none."""
     for folder in [path, *list(path.parents)[:3]]:
         try:
             first = (folder / "command.txt").read_text().split("\n", 1)[0]
         except OSError:
             continue
         match = _STARTED.match(first)
-        return Path(match.group(1)) if match else None
+        return (folder, Path(match.group(1))) if match else None
     return None
 
 
 def where_it_imported(exc: ConfigError, path: Path) -> ConfigError:
     """`exc` with, for an env module that cannot be imported here, the folder the run at `path` was started in
     (where a module beside the config was found then), when that is not the working directory."""
-    start = started_in(path)
-    if start is None or start == Path.cwd():
+    started = started_in(path)
+    if started is None or started[1] == Path.cwd():
         return exc
+    from raytrain.tune.results import META_FILE
+
+    folder, start = started
+    what = "sweep" if (folder / META_FILE).exists() else "run"
     for i, issue in enumerate(exc.issues):
         match = re.match(r"cannot import module '([\w.]+)'", issue.message)
         if issue.path != "environment.env" or match is None:
@@ -193,7 +197,7 @@ def where_it_imported(exc: ConfigError, path: Path) -> ConfigError:
         found = next((f"{top}{kind}" for kind in (".py", "/") if (start / f"{top}{kind}").exists()), None)
         there = f", where {found} is" if found else ""
         exc.issues[i] = dataclasses.replace(issue, message=(
-            f"{issue.message}. This run was started in {start} (its command.txt){there}: run raytrain from there "
+            f"{issue.message}. This {what} was started in {start} (its command.txt){there}: run raytrain from there "
             f"(cd {shlex.quote(str(start))})"))
     return exc
 
