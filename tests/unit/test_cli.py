@@ -549,3 +549,19 @@ def test_a_run_whose_env_module_is_not_importable_here_names_the_folder_it_was_s
         assert "cannot import module 'walk_env_here'" in output, output
         assert (f"This run was started in {start} (its command.txt), where walk_env_here.py is: run raytrain from "
                 f"there (cd '{start}')") in output, output
+
+
+def test_a_sweep_trial_whose_env_module_is_not_importable_here_names_the_sweeps_start(tmp_path, monkeypatch):
+    from raytrain.errors import ConfigError, ConfigIssue
+    from raytrain.runs import where_it_imported
+
+    experiment = tmp_path / "sweeps" / "walk"
+    trial = experiment / "walk_00000" / "checkpoint_000001"
+    trial.mkdir(parents=True)
+    (experiment / "raytrain_sweep.json").write_text("{}\n")
+    (experiment / "command.txt").write_text(f"# 2026-11-29 09:36:57 in {tmp_path}\nraytrain tune walk.yaml\n")
+    monkeypatch.chdir(experiment)
+    said = where_it_imported(ConfigError([ConfigIssue("params.json", "environment.env", "cannot import module "
+                                                      "'walk_env_here': No module named 'walk_env_here'")]), trial)
+    assert str(said.issues[0]).endswith(f"This sweep was started in {tmp_path} (its command.txt): run raytrain from "
+                                        f"there (cd {tmp_path})")
