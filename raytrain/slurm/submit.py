@@ -266,6 +266,7 @@ def _command() -> list[str]:
 def submit(sub: Submission) -> str:
     """Write the script (readable, 0644) into the folder, run sbatch, record the job id; returns it."""
     folder = Path(sub.job.folder)
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first: what a failure takes back
     if sub.new_folder:
         folder.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -274,9 +275,24 @@ def submit(sub: Submission) -> str:
             raise UsageError(f"{folder} was made meanwhile by another run; submit again") from None
     else:
         folder.mkdir(parents=True, exist_ok=True)
-    sub.script_path.write_text(sub.script)
-    sub.script_path.chmod(0o644)
-    job_id = jobs.sbatch(sub.sbatch)
+    previous = sub.script_path.read_bytes() if sub.script_path.is_file() else None
+    try:
+        sub.script_path.write_text(sub.script)
+        sub.script_path.chmod(0o644)
+        job_id = jobs.sbatch(sub.sbatch)
+    except BaseException:
+        # Nothing was submitted: no folder that a later submission would take for an experiment, no script of a
+        # job that never ran in place of the one that did.
+        if previous is None:
+            sub.script_path.unlink(missing_ok=True)
+        else:
+            sub.script_path.write_bytes(previous)
+        for path in made:
+            try:
+                path.rmdir()
+            except OSError:
+                break  # something else is in it now: keep it, and what holds it
+        raise
     with open(folder / JOBS_FILE, "a") as fh:
         fh.write(f"{job_id} {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     return job_id

@@ -534,3 +534,20 @@ def test_the_script_checks_the_folder_is_shared_before_ray_starts(files):
     check = BODY.index('"$PYTHON" -m raytrain.slurm.wait --shared "$MARKER" "$TOKEN"')
     assert check < BODY.index('"$RAY" start --head')
     assert BODY.index('rm -f "$MARKER"') > check
+
+
+@pytest.mark.parametrize("command", ["tune", "train"])
+def test_a_submission_that_sbatch_refuses_leaves_nothing_behind(files, monkeypatch, command):
+    """sbatch failing (no Slurm controller reachable, or no sbatch) left the experiment folder with its script, and
+    the storage folders made for it: the next submission then went to `s_2`, calling the first an experiment to
+    `tune resume`."""
+    sweep, slurm, tmp_path = files
+    path = slurm("nodes: 1\ncpus_per_node: 2\n")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    target = sweep if command == "tune" else tmp_path / "base.yaml"
+    for _ in range(2):
+        result = runner.invoke(app, [command, str(target), "--slurm", str(path)])
+        assert result.exit_code == 1, result.output
+        assert "`sbatch` is not on PATH" in result.output, result.output
+        assert "already holds" not in result.output and "_2" not in result.output, result.output
+        assert not (tmp_path / "results").exists()
