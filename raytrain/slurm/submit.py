@@ -3,6 +3,7 @@ then sbatch. Nothing is written or submitted when a check fails."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -103,6 +104,17 @@ def _idle_gpus(cfg: SlurmConfig, train: RaytrainConfig, slurm_file: Path) -> lis
             "env_runners.num_gpus_per_env_runner), or gpus_per_node: 0"]
 
 
+def _missing_python(cfg: SlurmConfig, slurm_file: Path) -> list[str]:
+    """A warning when the Python the job runs on every node (`venv`'s, or `python`) is not at its path here: the
+    job would fail there after its wait in the queue. Only a warning: a submit host may see other file systems."""
+    if not (cfg.venv or cfg.python) or os.path.exists(cfg.python_path):
+        return []
+    key = "venv" if cfg.venv else "python"
+    return [f"warning: {slurm_file}: {key}: {cfg.python_path} is not on this machine: every node of the job runs it, "
+            "so it must be there at this path (a venv on the shared file system, or one made at this path on each "
+            "node)"]
+
+
 def _check_workdir(cfg: SlurmConfig, slurm_file: Path, folder: Path, import_paths: list[str]) -> None:
     """The user's modules that only the current directory holds must be where the job's driver runs.
 
@@ -166,7 +178,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
                        "of continuing from its checkpoint on the other nodes (set it to 2, say)")
     notices += check(loaded, plan(loaded))
     check_cpus(loaded, _job_ray(cfg, slurm_file))
-    notices += _idle_gpus(cfg, loaded.base.config, slurm_file)
+    notices += _idle_gpus(cfg, loaded.base.config, slurm_file) + _missing_python(cfg, slurm_file)
     _check_workdir(cfg, slurm_file, exp, loaded.import_paths())
     _check_folder(exp, loaded.source.where(("checkpoint", "storage_path")), "checkpoint.storage_path")
     name_override = [override_text("name", loaded.name)]
@@ -239,7 +251,7 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
         run_dir = free_run_path(base)
     notices += check_with_rllib(loaded.config, loaded.source, source_name,
                                 then=lambda: check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file)))
-    notices += _idle_gpus(cfg, loaded.config, slurm_file)
+    notices += _idle_gpus(cfg, loaded.config, slurm_file) + _missing_python(cfg, slurm_file)
     _check_workdir(cfg, slurm_file, run_dir, user_paths(loaded.config.environment.env))
     if resume is None:
         _check_folder(run_dir, loaded.source.where(("experiment", "storage_path")), "experiment.storage_path")

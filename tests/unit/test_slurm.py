@@ -551,3 +551,24 @@ def test_a_submission_that_sbatch_refuses_leaves_nothing_behind(files, monkeypat
         assert "`sbatch` is not on PATH" in result.output, result.output
         assert "already holds" not in result.output and "_2" not in result.output, result.output
         assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("command", ["tune", "train"])
+def test_a_venv_or_python_that_is_not_on_this_machine_is_warned_about(files, command):
+    """The job runs it on every node after its wait in the queue; a wrong path failed there, with nothing said at
+    submit time on a machine that shares the file system (a login node)."""
+    sweep, slurm, tmp_path = files
+    target = sweep if command == "tune" else tmp_path / "base.yaml"
+    venv = tmp_path / "venvs" / "rt"
+    for setting, python in ((f"venv: {venv}\n", f"{venv}/bin/python"), ("python: /opt/nowhere/python3\n",
+                                                                         "/opt/nowhere/python3")):
+        result = runner.invoke(app, [command, str(target), "--slurm", str(slurm("nodes: 1\n" + setting)), "--dry-run"])
+        assert result.exit_code == 0, result.output
+        key = setting.split(":")[0]
+        assert (f"warning: {tmp_path / 'slurm.yaml'}: {key}: {python} is not on this machine: every node of the job "
+                "runs it, so it must be there at this path (a venv on the shared file system, or one made at this "
+                "path on each node)") in " ".join(result.output.split()), result.output
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    result = runner.invoke(app, [command, str(target), "--slurm", str(slurm(f"nodes: 1\nvenv: {venv}\n")), "--dry-run"])
+    assert result.exit_code == 0 and "is not on this machine" not in result.output, result.output
