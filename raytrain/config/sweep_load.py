@@ -16,7 +16,7 @@ from raytrain.config.load import LoadedConfig, load_source, pydantic_issues
 from raytrain.config.schema import SECTIONS, section_keys, whole_numbers_only
 from raytrain.config.source import Source, apply_overrides, did_you_mean, read_yaml
 from raytrain.config.sweep import SweepConfig
-from raytrain.errors import ConfigError, ConfigIssue
+from raytrain.errors import ConfigError, ConfigIssue, config_warning
 from raytrain.metrics import known_metrics
 from raytrain.sweeps import ALGORITHMS, settings_in
 from raytrain.sweeps.base import Issue, KeyPath
@@ -263,6 +263,8 @@ def load_sweep_source(source: Source, path: str | Path, overrides: list[str] | N
     _check_hyperparameters(sweep, source, base.source, issue)
     known = known_metrics(base.config.experiment.return_window, base.config.evaluation.evaluation_interval is not None)
     _check_metric(sweep.search.metric or base.config.return_metric, known, issue)
+    if (backwards := _ranked_backwards(sweep, source, sweep.search.metric or base.config.return_metric)) is not None:
+        warnings.append(backwards)
     for settings in settings_in(sweep):
         settings.check(sweep, known, issue)
     if not base.config.stop and sweep.time_budget_s is None and not _asha_ends_trials(sweep):
@@ -416,6 +418,23 @@ def _fractions_for_whole_numbers(key: str, dist: Any) -> str | None:
     how = f"quniform with q {dist.q:g}" if isinstance(dist, QUniform) else dist.distribution
     return (f"takes a whole number, and {how} draws fractions: use {{distribution: randint, low: {math.ceil(dist.low)}, "
             f"high: {math.floor(dist.high) + 1}}} (high excluded)")
+
+
+def _ranked_backwards(sweep: SweepConfig, source: Source, metric: str) -> str | None:
+    """A warning when the sweep ranks its trials the wrong way round: a return lowest first, a loss highest first."""
+    mode = sweep.search.mode
+    better = "higher" if "episode_return" in metric or "episode_reward" in metric else (
+        "lower" if metric.endswith("loss") or "_loss" in metric else None)
+    if better is None or (mode == "max") == (better == "higher"):
+        return None
+    written = "mode" in (source.data.get("search") or {})
+    what = "a return" if better == "higher" else "a loss"
+    return config_warning(
+        source.where(("search", "mode")), "search.mode",
+        f"{mode}{'' if written else ' (the default)'} ranks the trial with the {'lowest' if mode == 'min' else 'highest'} "
+        f"{metric} best, and {what} is better {better}: the leaderboard, best.yaml and PBT's exploits would favour "
+        f"the worst trial; use mode: {'max' if better == 'higher' else 'min'}"
+        + (" (or leave it out)" if better == "higher" else ""))
 
 
 def _check_metric(metric: str, known: set[str], issue: Issue) -> None:

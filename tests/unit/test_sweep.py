@@ -857,3 +857,28 @@ def test_a_bad_value_under_set_is_placed_at_its_own_line(sweep_file):
     said = errors(path)
     assert f"{path}:6: training.gamma: Input should be less than or equal to 1" in said, said
     assert f"{path}:7: env_runners.num_envs_per_env_runner: Input should be a valid integer" in said, said
+
+
+@pytest.mark.parametrize(("search", "warning"), [
+    # A return ranked lowest-first: the leaderboard, best.yaml and PBT's exploits would favour the worst trial.
+    ("search: {algorithm: random, mode: min}\n", "search.mode: min ranks the trial with the lowest "
+     "raytrain/episode_return_mean_100 best, and a return is better higher: the leaderboard, best.yaml and PBT's "
+     "exploits would favour the worst trial; use mode: max (or leave it out)"),
+    ("search: {algorithm: random, metric: env_runners/episode_return_mean, mode: min}\n", "search.mode: min ranks "
+     "the trial with the lowest env_runners/episode_return_mean best"),
+    # A loss ranked highest-first, mode left at its default.
+    ("search: {algorithm: random, metric: learners/default_policy/total_loss}\n", "search.mode: max (the default) "
+     "ranks the trial with the highest learners/default_policy/total_loss best, and a loss is better lower: the "
+     "leaderboard, best.yaml and PBT's exploits would favour the worst trial; use mode: min"),
+    ("search: {algorithm: random}\n", None),
+    ("search: {algorithm: random, metric: learners/default_policy/total_loss, mode: min}\n", None),
+])
+def test_a_ranking_the_wrong_way_round_is_warned_of(sweep_file, search, warning):
+    """`mode: min` on the return was taken without a word, and the sweep's best trial was its worst."""
+    path = sweep_file("name: m\nspace: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n" + search)
+    found = [w for w in load_sweep(path).warnings if "search.mode" in w]
+    if warning is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and f"search.mode: {warning.split('search.mode: ', 1)[1]}" in found[0], found
+        assert found[0].startswith(f"warning: {path}:5: search.mode: "), found
