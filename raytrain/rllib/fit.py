@@ -212,6 +212,21 @@ def _integer_box(observations: Any) -> str | None:
             f"{FLATTEN}: true` (it gives float32 vectors), or make them float32 where the env is made")
 
 
+def _integer_actions(actions: Any) -> str | None:
+    """Why a bounded Box of integers cannot be PPO's action space, with the MultiDiscrete that can, else None."""
+    import gymnasium
+    import numpy as np
+
+    if not isinstance(actions, gymnasium.spaces.Box) or not np.issubdtype(actions.dtype, np.integer) \
+            or len(actions.shape) != 1 or not actions.is_bounded():
+        return None
+    low, high = actions.low.astype(np.int64), actions.high.astype(np.int64)
+    nvec = [int(n) for n in high - low + 1]
+    shift = f" (add the Box's low, {[int(v) for v in low]}, in the env)" if low.any() else ""
+    return (f"the env's action space {actions} holds integers, and PPO's Box actions are floats (a Gaussian): for "
+            f"integer actions use MultiDiscrete({nvec}), whose actions count from 0{shift}")
+
+
 def _space_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_config: dict[str, Any]) -> str | None:
     from ray.rllib.utils.error import UnsupportedSpaceException
 
@@ -238,6 +253,8 @@ def _space_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_conf
                 "one vector)")
     except Exception:  # anything else: RLlib's build reports it as it does now
         return None
+    if (integers := _integer_actions(env.action_space)) is not None:
+        return integers
     try:
         catalog.get_action_dist_cls(framework="torch")
     except (UnsupportedSpaceException, NotImplementedError, ValueError):

@@ -662,6 +662,16 @@ class FlatWalk(gymnasium.wrappers.FlattenObservation):
         super().__init__(DictWalk(config))
 
 
+class CountActWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gymnasium.spaces.Box(0, 10, (2,), np.int64)
+
+
+class ShiftedActWalk(_Walk):
+    observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gymnasium.spaces.Box(np.array([-2, 0]), np.array([2, 5]), (2,), np.int32)
+
+
 class OldGymWalk(_Walk):
     """The Gym API of before Gymnasium 0.26: reset() takes no seed and returns the observation alone."""
     observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
@@ -1065,3 +1075,17 @@ def test_an_env_whose_own_code_fails_is_left_to_rllib(obs_envs, write_yaml):
     from raytrain.rllib.fit import observation_problem
 
     assert observation_problem(load_config(write_yaml("environment: {env: 'obs_walks:BrokenWalk'}\n")).config) is None
+
+
+@pytest.mark.parametrize("env, said", [
+    # It said "RLlib takes ... a Box of one dimension", which this Box is: its integers were the problem.
+    ("CountActWalk", "the env's action space Box(0, 10, (2,), int64) holds integers, and PPO's Box actions are "
+     "floats (a Gaussian): for integer actions use MultiDiscrete([11, 11]), whose actions count from 0"),
+    ("ShiftedActWalk", "the env's action space Box([-2  0], [2 5], (2,), int32) holds integers, and PPO's Box actions "
+     "are floats (a Gaussian): for integer actions use MultiDiscrete([5, 6]), whose actions count from 0 (add the "
+     "Box's low, [-2, 0], in the env)"),
+])
+def test_an_env_with_integer_box_actions_is_told_the_multidiscrete_to_use(obs_envs, write_yaml, env, said):
+    from raytrain.rllib.fit import observation_problem
+
+    assert observation_problem(load_config(write_yaml(f"environment: {{env: 'obs_walks:{env}'}}\n")).config) == said
