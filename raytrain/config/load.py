@@ -104,10 +104,19 @@ def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainC
     return ""
 
 
-def _section_as_value(section: type[BaseModel], name: str, value: Any) -> str:
-    """For a section written as one value (`environment: CartPole-v1`, `head: localhost`): the setting of the
-    section that value is for, where one or a few take it, else the section's first keys."""
+def _section_as_value(section: type[BaseModel], loc: list[str], value: Any, listed: bool = False) -> str:
+    """For a section written as one value (`environment: CartPole-v1`, `head: localhost`), an item of a list of
+    sections (`workers: [m8]`), or with `listed` such a list written as one item (`workers: m8`): the setting of
+    the section that value is for, where one or a few take it, else the section's first keys."""
     import yaml
+
+    name = loc[-1]
+    if listed:
+        what, write = "a list of mappings of settings", lambda mapping: f"{name}: [{mapping}]"
+    elif name.isdigit() and len(loc) > 1:
+        what, write = "a mapping of its settings", lambda mapping: f"{mapping} for this item of {loc[-2]}"
+    else:
+        what, write = "a section (a mapping of its settings)", lambda mapping: f"{name}: {mapping}"
 
     shown = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
     takers = []
@@ -130,13 +139,13 @@ def _section_as_value(section: type[BaseModel], name: str, value: Any) -> str:
     elif isinstance(value, str) and first is not None and (first.alias or next(iter(section.model_fields))) in takers[:1]:
         takers = takers[:1]  # a section about its first key (environment: its env, head: its host)
     if len(takers) == 1:
-        return f"is a section (a mapping of its settings), not one value: write {name}: {{{takers[0]}: {shown}}}"
+        return f"is {what}, not one value: write {write(f'{{{takers[0]}: {shown}}}')}"
     if 1 < len(takers) <= 6:
-        return (f"is a section (a mapping of its settings), not one value: write {name}: {{KEY: {shown}}} with the "
-                f"setting it is for: {', '.join(takers)}")
+        return (f"is {what}, not one value: write {write(f'{{KEY: {shown}}}')} with the setting it is for: "
+                f"{', '.join(takers)}")
     keys = [f.alias or n for n, f in section.model_fields.items()]
-    listed = ", ".join(keys[:6]) + (", ...; raytrain config schema lists them" if len(keys) > 6 else "")
-    return f"is a section (a mapping of its settings: {listed}), not one value (got {shown})"
+    some = ", ".join(keys[:6]) + (", ...; raytrain config schema lists them" if len(keys) > 6 else "")
+    return f"is {what.removesuffix(')')}: {some}{')' if what.endswith(')') else ''}, not one value (got {shown})"
 
 
 _SCALAR_TYPES = ("float_type", "int_type", "string_type", "bool_type", "literal_error", "enum")
@@ -179,6 +188,18 @@ def _search_in_train_config(source: Source, loc: list[str], err: Any) -> tuple[l
                      f"with raytrain tune, in a sweep file with base: {base} and space: "
                      f"{flow({'.'.join(loc): {'distribution': 'grid', 'values': value}})}")
     return None
+
+
+def _list_item_model(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
+    """The model of the items of the list field at `loc` (`workers: list[WorkerConfig]`), else None."""
+    import typing
+
+    parent = _model_at(model, loc[:-1])
+    field = parent.model_fields.get(loc[-1]) if parent is not None and loc else None
+    if field is None or typing.get_origin(field.annotation) is not list:
+        return None
+    (item,) = typing.get_args(field.annotation) or (None,)
+    return item if isinstance(item, type) and issubclass(item, BaseModel) else None
 
 
 def _field_name(model: type[BaseModel], key: str) -> str:
@@ -299,7 +320,9 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
             else:
                 msg = "unknown key"
         elif kind == "model_type" and (section := _model_at(model, loc)) is not None and section.__name__ in err["msg"]:
-            msg = _section_as_value(section, loc[-1], err.get("input"))
+            msg = _section_as_value(section, loc, err.get("input"))
+        elif kind == "list_type" and (item := _list_item_model(model, loc)) is not None:
+            msg = _section_as_value(item, loc, err.get("input"), listed=True)
         elif kind == "dict_type" and loc == ["stop"]:
             value = err.get("input")
             count = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 100

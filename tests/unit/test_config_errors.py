@@ -983,6 +983,11 @@ def test_integer_observations_are_refused_before_ray_with_the_fix(obs_envs, writ
          "settings), not one value: write head: {host: localhost}"),
         ("cluster", "name: c\nhead: {host: localhost}\nauth: token\n", "3: auth: is a section (a mapping of its "
          "settings), not one value: write auth: {mode: token}"),
+        # An item of a list of sections, and the list written as one item.
+        ("cluster", "name: c\nhead: {host: m10}\nworkers: [m8, m9]\nauth: {mode: token}\n", "3: workers.1: is a "
+         "mapping of its settings, not one value: write {host: m9} for this item of workers"),
+        ("cluster", "name: c\nhead: {host: m10}\nworkers: m8\nauth: {mode: token}\n", "3: workers: is a list of "
+         "mappings of settings, not one value: write workers: [{host: m8}]"),
     ],
 )
 def test_a_section_written_as_one_value_says_how_to_write_it(write_yaml, tmp_path, monkeypatch, kind, text, expected):
