@@ -439,22 +439,6 @@ def test_a_file_with_sections_of_a_train_config_and_of_a_sweep_is_not_told_as_ei
          "set: {environment.env: ...}"),
         ("checkpoint_frequency: 5", "checkpoint_frequency: unknown key; experiment.checkpoint_frequency is not used by "
          "a sweep (its experiment folder and checkpoints are its own): write checkpoint.frequency in the sweep file"),
-    ],
-)
-def test_a_stray_key_of_a_sweep_file_says_where_it_goes(write_yaml, tmp_path, monkeypatch, stray, expected):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    write_yaml("environment: {env: CartPole-v1}\n", "base.yaml")
-    sweep = write_yaml(SWEEP + stray + "\n", "sweep.yaml")
-    result = runner.invoke(app, ["tune", str(sweep), "--dry-run"])
-    output = " ".join(result.output.split())
-    assert result.exit_code == 2, result.output
-    assert f"error: {sweep}:5: {expected}" in output, output
-    assert "under space:" in expected or "under space:" not in output, output
-
-
-@pytest.mark.parametrize(
-    "stray,expected",
-    [
         # Ray Tune's own names (Tuner, TuneConfig, RunConfig, tune.run), as someone who wrote Tune scripts writes
         # them. They said "unknown key; valid keys: ..." or "did you mean 'search'?" / "'checkpoint'?".
         ("scheduler: {type: asha}", "scheduler: unknown key; Tune's scheduler is chosen by search.algorithm here: "
@@ -489,7 +473,7 @@ def test_a_stray_key_of_a_sweep_file_says_where_it_goes(write_yaml, tmp_path, mo
          "checkpoint: {storage_path: ...} here"),
     ],
 )
-def test_a_ray_tune_name_in_a_sweep_file_is_told_its_place(write_yaml, tmp_path, monkeypatch, stray, expected):
+def test_a_stray_key_of_a_sweep_file_says_where_it_goes(write_yaml, tmp_path, monkeypatch, stray, expected):
     monkeypatch.setenv("HOME", str(tmp_path))
     write_yaml("environment: {env: CartPole-v1}\n", "base.yaml")
     sweep = write_yaml(SWEEP + stray + "\n", "sweep.yaml")
@@ -497,6 +481,8 @@ def test_a_ray_tune_name_in_a_sweep_file_is_told_its_place(write_yaml, tmp_path,
     output = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert f"error: {sweep}:5: {expected}" in output, output
+    assert "under space:" in expected or "under space:" not in output, output
+
 
 
 def test_a_stray_key_of_a_cluster_file_names_its_section(write_yaml, tmp_path, monkeypatch):

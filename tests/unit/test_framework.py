@@ -1356,6 +1356,14 @@ def test_a_nodes_traceback_keeps_only_the_nodes_own_frames():
     of the Ray frames it hid, and raytrain's runner frame around the user's `main`."""
     from raytrain.framework import runner
 
+    user_frames = [
+        '  File "/tmp/probe/boom.py", line 5, in main',
+        "    helper()",
+        "    ^^^^^^^^",
+        '  File "/tmp/probe/boom.py", line 2, in helper',
+        '    raise ValueError("boom")',
+        "ValueError: boom",
+    ]
     ray_text = "\n".join([
         "\x1b[36mray::NodeActor.run()\x1b[39m (pid=3991, ip=192.0.2.2, actor_id=ef07, repr=node.1)",
         "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
@@ -1363,19 +1371,6 @@ def test_a_nodes_traceback_keeps_only_the_nodes_own_frames():
         f'  File "{runner.__file__}", line 148, in run',
         "    return main(*args, **kwargs)",
         "           ^^^^^^^^^^^^^^^^^^^^^",
-        '  File "/tmp/probe/boom.py", line 5, in main',
-        "    helper()",
-        "    ^^^^^^^^",
-        '  File "/tmp/probe/boom.py", line 2, in helper',
-        '    raise ValueError("boom")',
-        "ValueError: boom",
+        *user_frames,
     ])
-    assert runner.node_traceback(ray_text) == "\n".join([
-        "Traceback (most recent call last):",
-        '  File "/tmp/probe/boom.py", line 5, in main',
-        "    helper()",
-        "    ^^^^^^^^",
-        '  File "/tmp/probe/boom.py", line 2, in helper',
-        '    raise ValueError("boom")',
-        "ValueError: boom",
-    ])
+    assert runner.node_traceback(ray_text) == "\n".join(["Traceback (most recent call last):", *user_frames])
