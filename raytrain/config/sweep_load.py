@@ -340,6 +340,10 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
         if problem:
             issue(("set", key), problem)
             del fixed[key]  # said once: not again as an unknown section of the base config
+        elif key in sweep.space:  # every trial takes the searched value: the set one would be dropped unsaid
+            issue(("set", key), f"is also searched under space: ({source.where(('space', key))}): every trial would "
+                                "take the searched value and drop this one; keep one of them")
+            del fixed[key]
     base_source = trial_source(base_source, fixed, None)
     for key in fixed:
         # A dotted key is one YAML key (`training.gamma: ...`); a nested one, a path (`training: {gamma: ...}`).

@@ -672,7 +672,8 @@ def _keys(data):
 def test_set_reaches_the_entries_of_mappings_keyed_by_dotted_paths(sweep_file, override, path, expected):
     from raytrain.config.source import Source, apply_overrides
 
-    file = sweep_file("name: d\nsearch: {algorithm: pbt, num_samples: 2}\nset: {training.lr: 0.001}\n"
+    # `set:` holds another key than `space:`: one key in both is refused (test_a_setting_both_set_and_searched_...).
+    file = sweep_file("name: d\nsearch: {algorithm: pbt, num_samples: 2}\nset: {training.clip_param: 0.2}\n"
                       "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n"
                       "pbt: {hyperparam_mutations: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}}\n")
     from raytrain.config.sweep_load import DOTTED_KEY_MAPPINGS
@@ -882,3 +883,16 @@ def test_a_ranking_the_wrong_way_round_is_warned_of(sweep_file, search, warning)
     else:
         assert len(found) == 1 and f"search.mode: {warning.split('search.mode: ', 1)[1]}" in found[0], found
         assert found[0].startswith(f"warning: {path}:5: search.mode: "), found
+
+
+@pytest.mark.parametrize("setting", [
+    "set: {training.lr: 0.001}\n",
+    "set: {training: {lr: 0.001}}\n",
+])
+def test_a_setting_both_set_and_searched_is_refused(sweep_file, setting):
+    """`set:` and `space:` on one key: every trial took the searched value, and the set one was dropped unsaid."""
+    path = sweep_file("name: b\nsearch: {algorithm: random, num_samples: 2}\n"
+                      "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n" + setting)
+    said = errors(path)
+    assert (f"{path}:6: set.training.lr: is also searched under space: ({path}:5): every trial would take the searched "
+            "value and drop this one; keep one of them") in said, said
