@@ -59,7 +59,7 @@ _RLLIB_EXPERIMENT_NAMES = {
 of a train config, and where raytrain writes each."""
 
 
-def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainConfig) -> str:
+def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainConfig, where: str | None = None) -> str:
     """Where a key written at the top level of a file of `model` goes: `; it belongs in the 'experiment' section
     (...)` for a key of one of its sections, a sweep's `set:` for a train config's setting, and what a section of
     another kind of file is; else nothing."""
@@ -86,14 +86,14 @@ def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainC
         if key in SECTIONS:
             inner = next(iter(value), "KEY") if isinstance(value, dict) and value else "KEY"
             return (f"; '{key}' is a section of a train config: every trial starts from base: (or train:); set a value "
-                    f"for every trial with set: {{{key}.{inner}: ...}}, or search it under space:")
+                    f"for every trial with {_set_form(f'{key}.{inner}', where)}, or search it under space:")
         if section := next((s for s in SECTIONS if key in section_keys(s)), None):
             from raytrain.config.sweep_load import check_key, sweep_owns
 
             dotted = f"{section}.{key}"
             if owned := sweep_owns(dotted):
                 return f"; {dotted} {owned}"
-            return (f"; it is a train config's {dotted}: set it for every trial with set: {{{dotted}: ...}}"
+            return (f"; it is a train config's {dotted}: set it for every trial with {_set_form(dotted, where)}"
                     + (", or search it under space:" if check_key(dotted) is None else ""))
     own = {RaytrainConfig: "train", SweepConfig: "sweep"}.get(model)
     for kind, sections in telling_sections().items():
@@ -102,6 +102,14 @@ def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainC
             return (f"; '{key}' is a section of {KIND_NAMES[kind]} ({command})"
                     + (", whose base: names a train config like this one" if kind == "sweep" and own == "train" else ""))
     return ""
+
+
+def _set_form(dotted: str, where: str | None) -> str:
+    """How a sweep sets `dotted` for every trial: in the file (`set: {training.lr: ...}`), or with --set when that is
+    where the stray key came from."""
+    if where is not None and where.startswith("--set ") and "=" in where:
+        return f"--set set.{dotted}={where.partition('=')[2]}"
+    return f"set: {{{dotted}: ...}}"
 
 
 def _section_as_value(section: type[BaseModel], loc: list[str], value: Any, listed: bool = False) -> str:
@@ -301,7 +309,7 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
         if kind == "extra_forbidden" and model is not RaytrainConfig:
             parent = _model_at(model, loc[:-1])
             names = [f.alias or n for n, f in parent.model_fields.items()] if parent else []
-            stray = _stray_section_hint(loc[-1], _lookup(source.data, loc), model) if len(loc) == 1 else ""
+            stray = _stray_section_hint(loc[-1], _lookup(source.data, loc), model, where) if len(loc) == 1 else ""
             hint = _tune_name_hint(loc[-1], model) or stray or _nearest(loc[-1], names) or (f"; valid keys: {', '.join(names)}" if names else "")
             msg = f"unknown key{hint}"
         elif kind == "extra_forbidden":

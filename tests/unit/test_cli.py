@@ -551,3 +551,18 @@ def test_a_sweep_trial_whose_env_module_is_not_importable_here_names_the_sweeps_
                                                       "'walk_env_here': No module named 'walk_env_here'")]), trial)
     assert str(said.issues[0]).endswith(f"This sweep was started in {tmp_path} (its command.txt): run raytrain from "
                                         f"there (cd {tmp_path})")
+
+
+@pytest.mark.parametrize("override,dotted", [("training.lr=0.001", "training.lr"), ("lr=0.001", "training.lr"),
+                                             ("env_runners.num_envs_per_env_runner=4", "env_runners.num_envs_per_env_runner")])
+def test_a_train_setting_given_to_tune_with_set_is_told_the_set_that_works(write_yaml, tmp_path, monkeypatch, override,
+                                                                           dotted):
+    """`raytrain tune SWEEP --set training.lr=0.001` was told to write `set: {training.lr: ...}` in the file."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_yaml("environment: {env: CartPole-v1}\n", "base.yaml")
+    sweep = write_yaml(SWEEP, "sweep.yaml")
+    result = runner.invoke(app, ["tune", str(sweep), "--dry-run", "--set", override])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"set it for every trial with --set set.{dotted}={override.partition('=')[2]}" in output or \
+        f"set a value for every trial with --set set.{dotted}={override.partition('=')[2]}" in output, output
