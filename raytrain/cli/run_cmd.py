@@ -31,6 +31,9 @@ from raytrain.ray_session import cluster_address
 def load_main(target: Path, main: str) -> Callable[..., Any]:
     """The function `main` names, from a Python file or a directory holding modules or a package."""
     target = target.expanduser().resolve()
+    given = main  # as written, for the messages
+    if main.count(":") == 1:  # module:function, as entry points (and uvicorn, gunicorn) write it
+        main = main.replace(":", ".")
     if not target.exists():
         raise UsageError(f"{target}: no such file or directory (give a .py file or the folder of your package)")
     module_name, _, func_name = main.rpartition(".")
@@ -50,23 +53,23 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
                 del sys.modules[target.stem]
                 raise
         else:
-            module = _import(module_name, main)
+            module = _import(module_name, given)
     else:
         for path in (target.parent, target) if (target / "__init__.py").exists() else (target,):
             sys.path.insert(0, str(path))
         if not module_name:
-            raise UsageError(f"--main {main}: give module.function, e.g. --main my_pipeline.main")
-        module = _import(module_name, main)
+            raise UsageError(f"--main {given}: give module.function, e.g. --main my_pipeline.main")
+        module = _import(module_name, given)
     fn = getattr(module, func_name, None)
     if not callable(fn):
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module.__name__)
-        raise UsageError(f"--main {main}: {module.__name__} has no function '{func_name}' (functions there: {', '.join(found) or 'none'})")
+        raise UsageError(f"--main {given}: {module.__name__} has no function '{func_name}' (functions there: {', '.join(found) or 'none'})")
     try:
         inspect.signature(fn).bind()
     except TypeError:
         needed = next(p.name for p in inspect.signature(fn).parameters.values()
                       if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-        raise UsageError(f"--main {main}: {func_name}{inspect.signature(fn)} takes arguments, and every node calls it "
+        raise UsageError(f"--main {given}: {func_name}{inspect.signature(fn)} takes arguments, and every node calls it "
                          f"with none (as DI-engine's ditask does): give {needed} a default, or name a function that "
                          "takes none") from None
     except ValueError:  # no signature to read (a builtin): calling it tells
@@ -125,7 +128,7 @@ def _check_options(workers: int, topology: str, address_or_cluster: tuple[str | 
 
 def run(
     target: Annotated[Path, typer.Argument(metavar="PACKAGE_OR_FILE", help="A .py file, or the folder of your package/modules.")],
-    main: str = typer.Option(..., "--main", "-m", help="The function each node runs: `main` in the file, or module.function."),
+    main: str = typer.Option(..., "--main", "-m", help="The function each node runs: `main` in the file, or module.function (module:function too)."),
     workers: int = typer.Option(1, "--workers", "-n", min=1, help="How many nodes (1 runs in this process)."),
     topology: str = typer.Option("mesh", help="mesh (all hear all), star (node 0 and its leaves) or alone."),
     labels: str | None = typer.Option(None, help="Comma-separated labels every node has (task.match_labels)."),

@@ -425,6 +425,16 @@ def test_raytrain_run_ctrl_c_or_sigterm_stops_every_node(ray_session, tmp_path, 
     assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if ".node." in a["name"]]
 
 
+def test_raytrain_run_takes_main_in_the_entry_point_form(tmp_path):
+    """`--main pipeline:main` (the module:function form of entry points, uvicorn and gunicorn) said "pipeline has no
+    function 'pipeline:main'"."""
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    from .conftest import invoke
+
+    result = invoke(["run", str(tmp_path / "pipeline.py"), "--main", "pipeline:main"])
+    assert result.exit_code == 0, result.output
+
+
 def test_raytrain_run_bad_main_is_a_usage_error(tmp_path):
     (tmp_path / "pipeline.py").write_text(PIPELINE)
     from .conftest import invoke
