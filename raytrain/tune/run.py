@@ -260,6 +260,7 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     from raytrain.config.source import Source
     from raytrain.errors import ConfigError, ConfigIssue, UsageError
     from raytrain.rllib.translate import build_ppo_config
+    from raytrain.runs import where_it_imported
     from raytrain.tune.results import read_meta
 
     # Absolute: Tune reads the folder through pyarrow, which takes a relative path for a URI without a scheme.
@@ -289,7 +290,10 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     meta_file = str(exp_dir / META_FILE)
     if not isinstance(meta.get("base"), dict):
         raise ConfigError([ConfigIssue(meta_file, "base", "is not a train config")])
-    cfg = load_source(Source(copy.deepcopy(meta["base"]), {}, meta_file)).config
+    try:
+        cfg = load_source(Source(copy.deepcopy(meta["base"]), {}, meta_file)).config
+    except ConfigError as exc:
+        raise where_it_imported(exc, exp_dir) from None
     finished = state.finished(exp_dir, meta.get("plan"))
     if finished is not None:  # nothing will be built: RLlib's checks (seconds of imports) are not needed
         return Resumable(exp_dir, cfg, finished)

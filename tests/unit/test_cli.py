@@ -566,3 +566,23 @@ def test_a_train_setting_given_to_tune_with_set_is_told_the_set_that_works(write
     assert result.exit_code == 2, result.output
     assert f"set it for every trial with --set set.{dotted}={override.partition('=')[2]}" in output or \
         f"set a value for every trial with --set set.{dotted}={override.partition('=')[2]}" in output, output
+
+
+def test_tune_resume_of_a_sweep_whose_env_module_is_not_importable_here_names_where_it_started(tmp_path, monkeypatch):
+    start = tmp_path / "project"
+    start.mkdir()
+    (start / "walk_env_here.py").write_text("raise RuntimeError('not imported in this test')\n")
+    experiment = tmp_path / "sweeps" / "walk"
+    experiment.mkdir(parents=True)
+    (experiment / "raytrain_sweep.json").write_text(json.dumps({"name": "walk", "algorithm": "random", "metric": "m", "mode": "max",
+                                                                "base": {"environment": {"env": "walk_env_here:Walk"}}}))
+    (experiment / "tuner.pkl").write_bytes(b"")
+    (experiment / "command.txt").write_text(f"# 2026-11-29 09:36:57 in {start}\nraytrain tune walk.yaml\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = runner.invoke(app, ["tune", "resume", str(experiment)])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert (f"This sweep was started in {start} (its command.txt), where walk_env_here.py is: run raytrain from there "
+            f"(cd {start})") in output, output
