@@ -331,6 +331,11 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
             msg = _section_as_value(section, loc, err.get("input"))
         elif kind == "list_type" and (item := _list_item_model(model, loc)) is not None:
             msg = _section_as_value(item, loc, err.get("input"), listed=True)
+        elif (kind == "list_type" and "list[any]" not in raw_loc and isinstance(value := err.get("input"), int | float | str)
+              and not isinstance(value, bool)):
+            import yaml
+
+            msg = f"is a list, not one value: write {loc[-1]}: [{yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}]"
         elif kind == "dict_type" and loc == ["stop"]:
             value = err.get("input")
             count = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 100

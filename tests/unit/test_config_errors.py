@@ -963,6 +963,9 @@ def test_integer_observations_are_refused_before_ray_with_the_fix(obs_envs, writ
          "(training stops when any is reached), not one value: e.g. stop: {training_iteration: 100}"),
         ("sweep", "base: base.yaml\nsearch: {algorithm: random}\nstop: 450\n", "3: stop: is a mapping of metric: "
          "threshold (training stops when any is reached), not one value: e.g. stop: {training_iteration: 450}"),
+        # One value where a list of them goes: it said "Input should be a valid list (got 64)".
+        ("train", "environment: {env: CartPole-v1}\nmodel: {fcnet_hiddens: 64}\n", "2: model.fcnet_hiddens: is a list, "
+         "not one value: write fcnet_hiddens: [64]"),
         # A number, a truth value or a list: no setting is guessed (`evaluation: true` fits evaluation_duration
         # as 1, `env_runners: 4` several counts), the section's first keys are listed.
         ("train", "environment: {env: CartPole-v1}\nexperiment: 7\n", "2: experiment: is a section (a mapping of "
