@@ -210,6 +210,28 @@ def _list_item_model(model: type[BaseModel], loc: list[str]) -> type[BaseModel] 
     return item if isinstance(item, type) and issubclass(item, BaseModel) else None
 
 
+_OTHER_SEARCHERS = {"hyperopt", "bayesopt", "bohb", "hyperband", "ax", "nevergrad", "hebo", "zoopt", "skopt",
+                    "dragonfly", "flaml", "blendsearch", "cfo"}
+"""Ray Tune's search algorithms and schedulers that raytrain does not offer."""
+
+
+def _choice_hint(path: str, err: Any) -> str:
+    """For a text that is not one of a setting's choices: the choice it is in another case (`PBT`), or, for
+    search.algorithm, what raytrain offers in place of another of Tune's searchers."""
+    value = err.get("input")
+    if err["type"] != "literal_error" or not isinstance(value, str):
+        return ""
+    import re
+
+    choices = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+    if value.lower() in choices:
+        return f"; write it in lower case: {value.lower()}"
+    if path == "search.algorithm" and value.lower() in _OTHER_SEARCHERS:
+        return (f"; Tune's {value} is not offered here: search: {{algorithm: optuna}} is the model-based search (TPE, "
+                "as hyperopt's), asha the early stopping")
+    return ""
+
+
 def _field_name(model: type[BaseModel], key: str) -> str:
     return next((n for n, f in model.model_fields.items() if (f.alias or n) == key), key)
 
@@ -378,7 +400,7 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
                 if any(p in _MEMBERS or p.startswith("literal[") for p in raw_loc):
                     issues.append((ConfigIssue(where, path, msg.split(", unable to")[0]), got))
                     continue
-                msg += got
+                msg += got + _choice_hint(path, err)
         issues.append((ConfigIssue(where, path, msg), None))
     # A float|schedule union reports one error per member; keep the most specific per path.
     seen: dict[tuple[str, str], ConfigIssue] = {}

@@ -896,3 +896,18 @@ def test_a_setting_both_set_and_searched_is_refused(sweep_file, setting):
     said = errors(path)
     assert (f"{path}:6: set.training.lr: is also searched under space: ({path}:5): every trial would take the searched "
             "value and drop this one; keep one of them") in said, said
+
+
+@pytest.mark.parametrize(("algorithm", "hint"), [
+    ("PBT", "; write it in lower case: pbt"),
+    ("hyperopt", "; Tune's hyperopt is not offered here: search: {algorithm: optuna} is the model-based search (TPE, "
+     "as hyperopt's), asha the early stopping"),
+    ("bohb", "; Tune's bohb is not offered here: search: {algorithm: optuna} is the model-based search"),
+    ("hyperband", "; Tune's hyperband is not offered here: search: {algorithm: optuna} is the model-based search"),
+])
+def test_another_search_algorithm_name_is_told_what_is_offered(sweep_file, algorithm, hint):
+    """They said only "Input should be 'pbt', 'pb2', 'asha', 'optuna', 'random' or 'grid'"."""
+    path = sweep_file(f"name: a\nsearch: {{algorithm: {algorithm}}}\n")
+    said = errors(path)
+    assert f"search.algorithm: Input should be 'pbt', 'pb2', 'asha', 'optuna', 'random' or 'grid' (got '{algorithm}'){hint}" \
+        in said, said
