@@ -427,7 +427,11 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
         try:
             import_module(module_name)
         except ImportError as exc:
-            return [ConfigIssue(where, "environment.env", f"cannot import module {module_name!r}: {exc}")]
+            import gymnasium
+
+            old_gym = (f"; gym is Gymnasium now, and Gymnasium's own ids need no package: write env: {env_id}"
+                       if module_name == "gym" and env_id in gymnasium.envs.registry else "")
+            return [ConfigIssue(where, "environment.env", f"cannot import module {module_name!r}: {exc}{old_gym}")]
         import gymnasium
 
         if env_id in gymnasium.envs.registry:

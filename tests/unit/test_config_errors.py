@@ -1097,3 +1097,10 @@ def test_an_env_with_integer_box_actions_is_told_the_multidiscrete_to_use(obs_en
     from raytrain.rllib.fit import observation_problem
 
     assert observation_problem(load_config(write_yaml(f"environment: {{env: 'obs_walks:{env}'}}\n")).config) == said
+
+
+def test_an_id_written_with_the_old_gym_package_is_told_gymnasiums_form(write_yaml):
+    """`gym:CartPole-v1` said "cannot import module 'gym' ... run raytrain from the folder that holds gym.py"."""
+    path = write_yaml("environment: {env: 'gym:CartPole-v1'}\n")
+    (msg,) = errors_of(path)
+    assert msg.endswith("; gym is Gymnasium now, and Gymnasium's own ids need no package: write env: CartPole-v1"), msg
