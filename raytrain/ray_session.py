@@ -101,17 +101,24 @@ def local_ray_lost() -> bool:
     waits for them: 9 s in `ray.shutdown()`, 60 s in Tune's cleanup, after which Ray ends the process with
     "Failed to connect to GCS within 60 seconds".
     """
-    import sys
+    node = _local_ray()
+    return node is not None and any(info.process is not None and info.process.poll() is not None
+                                    for infos in node.all_processes.values() for info in infos)
 
+
+def started_local_ray() -> bool:
+    """Whether this process started the Ray it is connected to (`ray.init()` with no cluster to join)."""
+    return _local_ray() is not None
+
+
+def _local_ray() -> Any:
+    """Ray's record of the local Ray this process started (its `Node`), or None."""
     if "ray" not in sys.modules:
-        return False
+        return None
     import ray
 
     node = ray._private.worker._global_node
-    if node is None or not node.head:
-        return False
-    return any(info.process is not None and info.process.poll() is not None
-               for infos in node.all_processes.values() for info in infos)
+    return node if node is not None and node.head else None
 
 
 def abandon_local_ray() -> None:

@@ -217,6 +217,7 @@ def start(
     on_line: Callable[[str], None] = _ignore,
     on_note: Callable[[str], None] = _ignore,
     on_connected: Callable[[], None] = _ignore,
+    on_interrupted: Callable[[TrainOutcome], None] = _ignore,
 ) -> TrainOutcome:
     """Join Ray, build (and restore) the Algorithm, record the run folder, train until a stop criterion or Ctrl-C.
 
@@ -228,6 +229,9 @@ def start(
         on_note: told the lesser things (earlier config files kept, where Ray's messages go, checkpoints pruned).
         on_connected: called once Ray is up and before the build: where a caller installs its signal handlers
             (`ray.init` installs Ray's own SIGTERM handler).
+        on_interrupted: told how an interrupted run ended, once its checkpoint is saved and Ray's messages are
+            written to the run folder, before anything is stopped (see `Trainer.on_interrupted`); it may end the
+            process.
 
     Raises:
         TrainError: the cluster cannot be joined.
@@ -242,8 +246,13 @@ def start(
     assert prepared.source is not None  # prepare() sets it
     check_train_cpus(cfg, prepared.source, connected_ray(ray_where))
 
+    def interrupted(outcome: TrainOutcome) -> None:
+        if messages is not None:
+            messages.close()
+        on_interrupted(outcome)
+
     on_connected()
-    trainer = Trainer(cfg, on_iteration=on_iteration, on_message=on_note)
+    trainer = Trainer(cfg, on_iteration=on_iteration, on_message=on_note, on_interrupted=interrupted)
     try:
         trainer.build(prepared.checkpoint)
         # Built (and restored): now the run is recorded.

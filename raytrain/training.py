@@ -367,11 +367,16 @@ class Trainer:
         *,
         on_iteration: Callable[[IterationReport], None] | None = None,
         on_message: Callable[[str], None] | None = None,
+        on_interrupted: Callable[[TrainOutcome], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.folder = folder
         self.on_iteration = on_iteration or (lambda report: None)
         self.on_message = on_message or (lambda text: None)
+        self.on_interrupted = on_interrupted or (lambda outcome: None)
+        """Told how an interrupted run ended, once its checkpoint is written and its status recorded, while the
+        interruption is still being handled: before the frames it cut short are let go (with them, Ray's objects
+        they held) and before the Algorithm is stopped. A caller whose local Ray is lost ends the process here."""
         self.algo: Any = None  # the RLlib Algorithm, once built
         self._built = ExitStack()  # stops it (and removes its scratch folder) in stop()
         self.time_offset = 0.0
@@ -495,6 +500,11 @@ class Trainer:
                 metrics.setdefault("time_total_s", getattr(self.algo, "_time_total", 0.0))
                 saved = self.save(iteration, metrics)
                 last_checkpoint = saved or last_checkpoint
+            folder.set_status(status=status, reason=reason, iteration=iteration,
+                              last_checkpoint=str(last_checkpoint or ""))
+            outcome = TrainOutcome(folder.path, iteration, reason, last_checkpoint, metrics)
+            self.on_interrupted(outcome)
+            return outcome
         except Exception as exc:
             folder.set_status(status="failed", error=f"{type(exc).__name__}: {exc}")
             raise

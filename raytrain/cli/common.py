@@ -104,7 +104,8 @@ def argv() -> list[str]:
     return ["raytrain", *sys.argv[1:]]
 
 
-_interrupted_by: list[str] = []
+_interrupted_by: list[tuple[str, float]] = []
+"""The signal that interrupted this process, and when (time.monotonic)."""
 
 
 class TuneStopOnTerm:
@@ -186,7 +187,26 @@ class TuneStopOnTerm:
 
 def interrupting_signal() -> str | None:
     """What interrupted this process through `interrupt_on_signals`: `Ctrl-C`, `SIGTERM`, or None."""
-    return _interrupted_by[0] if _interrupted_by else None
+    return _interrupted_by[0][0] if _interrupted_by else None
+
+
+def local_ray_lost_to_the_signal(*, notice_s: float = 1.0) -> bool:
+    """Whether the SIGTERM that interrupted this process (`interrupt_on_signals`) stopped the local Ray it started
+    too (`local_ray_lost`): it went to the whole process group. Ray's processes may take a moment to end after
+    the signal, so this waits until `notice_s` after it; a Ctrl-C (which Ray's processes block), no interruption,
+    or a Ray this process joined is never that, and is answered at once."""
+    import time
+
+    from raytrain.ray_session import local_ray_lost, started_local_ray
+
+    if interrupting_signal() != "SIGTERM" or not started_local_ray():
+        return False
+    deadline = _interrupted_by[0][1] + notice_s
+    while not local_ray_lost():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _quiet_half_built(default: Callable[[Any], object]) -> Callable[[Any], None]:
@@ -215,9 +235,10 @@ def interrupt_on_signals(*, second_term_ends: bool = True) -> None:
     and one forwarded by the batch shell; Slurm's SIGKILL after KillWait still ends it).
     """
     import signal
+    import time
 
     def first(signum: int, frame: FrameType | None) -> None:
-        _interrupted_by.append("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
+        _interrupted_by.append(("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name, time.monotonic()))
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL if second_term_ends else signal.SIG_IGN)
         sys.unraisablehook = _quiet_half_built(sys.unraisablehook)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,6 +19,7 @@ from raytrain.cli.common import (
     err,
     handle_errors,
     interrupt_on_signals,
+    local_ray_lost_to_the_signal,
     out,
     say,
 )
@@ -26,7 +29,7 @@ from raytrain.metrics import count_text, metric_text
 
 if TYPE_CHECKING:
     from raytrain.config.schema import RaytrainConfig
-    from raytrain.training import IterationReport
+    from raytrain.training import IterationReport, TrainOutcome
 
 
 EVAL_RETURN = "evaluation/env_runners/episode_return_mean"
@@ -125,14 +128,44 @@ def run_train(
         on_line=lambda line: err.print(line, markup=False),
         on_note=lambda text: err.print(text, style="dim", markup=False),
         on_connected=lambda: interrupt_on_signals(second_term_ends=second_term_ends),
+        on_interrupted=_end_at_once_if_local_ray_lost,
     )
+    _say_outcome(outcome)
+    if outcome.reason == "interrupted":
+        raise typer.Exit(130)
+
+
+def _say_outcome(outcome: TrainOutcome) -> None:
     err.print(f"{outcome.reason} after {outcome.iteration} iterations", style="bold", markup=False)
     if outcome.last_checkpoint:
         err.print(f"checkpoint: {outcome.last_checkpoint}", markup=False)
     out.print(str(outcome.run_dir), markup=False)
     if outcome.reason == "interrupted":
         err.print(f"resume with: raytrain train --resume {outcome.run_dir}", markup=False)
-        raise typer.Exit(130)
+
+
+def _end_at_once_if_local_ray_lost(outcome: TrainOutcome) -> None:
+    """An interrupted run whose checkpoint is saved: when the signal went to the whole process group (`timeout`,
+    `kill -TERM -- -PGID`, a service manager), the local Ray's own processes got it too (`local_ray_lost`).
+    Stopping the Algorithm, or letting go of the objects the interrupted iteration held, then talks to a raylet
+    that is gone, and Ray's core worker ends the process with exit 1 and no word (as it did once, when the GCS
+    restarted the env runner the signal had ended). So: say how the run ended, kill what is left of that Ray,
+    and exit 130 now."""
+    from raytrain.ray_session import abandon_local_ray
+
+    if not local_ray_lost_to_the_signal():
+        return
+    err.print("the SIGTERM stopped the local Ray's own processes too (it went to the whole process group, as "
+              "`timeout` and service managers send it): the checkpoint is saved, and Ray was not stopped in order",
+              markup=False)
+    _say_outcome(outcome)
+    abandon_local_ray()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(130)
 
 
 def eval_(

@@ -417,7 +417,10 @@ def test_a_sigterm_to_the_whole_process_group_ends_the_command_at_once_with_its_
     """`timeout 600 raytrain tune ...`, `kill -TERM -- -PGID` and service managers signal the whole process
     group, and the local Ray's own processes are in it. Its GCS and raylet began a slow shutdown while Tune
     waited for them to stop the trials: 60 s, then Ray ended the process with "Failed to connect to GCS within
-    60 seconds" and no word of resuming. `train` saved its checkpoint and then waited 9 s in Ray's shutdown."""
+    60 seconds" and no word of resuming. `train` saved its checkpoint and then waited 9 s in Ray's shutdown; later,
+    once in a full run of the suite, it ended with exit 1 and nothing said after "saving a checkpoint": the GCS restarted
+    the env runner the signal had ended, and its owner, this driver, lost its raylet meanwhile (Ray's core worker ends
+    a driver whose plasma store or raylet connection breaks). Now it ends at once when its checkpoint is saved."""
     path = workdir("name: grouped\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n", stop=500)
     if command == "train":
         base = tmp_path / "base.yaml"
@@ -452,7 +455,13 @@ def test_a_sigterm_to_the_whole_process_group_ends_the_command_at_once_with_its_
         data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
         assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
     else:
-        assert "resume with: raytrain train --resume" in said, out[-3000:]
+        run = next((tmp_path / "runs" / "tiny").iterdir())
+        assert ("the SIGTERM stopped the local Ray's own processes too (it went to the whole process group, as "
+                "`timeout` and service managers send it): the checkpoint is saved, and Ray was not stopped in order"
+                ) in said, out[-3000:]
+        assert f"resume with: raytrain train --resume {run}" in said, out[-3000:]
+        status = json.loads((run / "run.json").read_text())
+        assert status["status"] == "interrupted" and Path(status["last_checkpoint"]).is_dir()
     deadline = time.time() + 30
     while _alive(below) and time.time() < deadline:
         time.sleep(0.5)
