@@ -27,11 +27,14 @@ def import_module(name: str) -> ModuleType:
     Raises:
         ModuleNotFoundError: no such module (its `name` says which one of the dotted parts is missing; when
             that is the first part, the message says where Python looked and what to do).
+        ModuleFailedError: the user's module was found and failed as it ran (a syntax error, an exception).
         ImportError: the module, or one it imports, failed to import.
         ValueError: an empty name.
     """
     top = top_module(name)
-    cwd = _cwd_first() if top != "raytrain" else None  # raytrain's own: from where it is installed
+    if top == "raytrain":  # raytrain's own: from where it is installed, and its errors as they are
+        return importlib.import_module(name)
+    cwd = _cwd_first()
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
@@ -42,6 +45,49 @@ def import_module(name: str) -> ModuleType:
             f"from the folder that holds {top}.py or the package {top}/, or install it into that Python",
             name=exc.name,
         ) from None
+    except ImportError:
+        raise
+    except Exception as exc:
+        raise module_failed(exc, name) from exc
+
+
+class ModuleFailedError(ImportError):
+    """A module the user named was found, and failed as it ran: a syntax error, or an exception raised at its top
+    level. An ImportError, so every caller that reports a module it cannot import reports this one (it went
+    through them as a SyntaxError or a NameError: exit 1, `error: SyntaxError: ... (envs.py, line 3)`). Its
+    message says where: `envs.py:3: SyntaxError: expected ':' (class Walk(gym.Env))`."""
+
+
+def module_failed(exc: Exception, name: str) -> ModuleFailedError:
+    """`exc`, raised as the user's module `name` ran (not an ImportError), as the error that says where."""
+    if isinstance(exc, SyntaxError):
+        text = f" ({exc.text.strip()})" if exc.text and exc.text.strip() else ""
+        return ModuleFailedError(f"{_shown(exc.filename)}:{exc.lineno}: {type(exc).__name__}: {exc.msg}{text}",
+                                 name=name)
+    return ModuleFailedError(f"importing it raised {type(exc).__name__}: {exc}{_raised_at(exc)}", name=name)
+
+
+def _shown(filename: str | None) -> str:
+    """A file of the user's as they would write it: relative to the current directory when under it."""
+    if not filename:
+        return "<unknown file>"
+    try:
+        return str(Path(filename).relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return filename
+
+
+def _raised_at(exc: BaseException) -> str:
+    """` (file:line: source)` of where `exc` was raised: the innermost frame in a file under the current
+    directory (the user's own code), else the innermost in any real file."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+    if not frames:
+        return ""
+    own = [f for f in frames if not Path(_shown(f.filename)).is_absolute()]
+    frame = (own or frames)[-1]
+    return f" ({_shown(frame.filename)}:{frame.lineno}{': ' + frame.line if frame.line else ''})"
 
 
 def top_module(path: str) -> str:

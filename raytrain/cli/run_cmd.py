@@ -24,7 +24,7 @@ from raytrain.cli.common import (
     interrupting_signal,
 )
 from raytrain.errors import UsageError
-from raytrain.imports import import_module
+from raytrain.imports import import_module, module_failed
 from raytrain.ray_session import cluster_address
 
 
@@ -49,8 +49,12 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
             sys.modules[target.stem] = module
             try:
                 spec.loader.exec_module(module)
-            except BaseException:
+            except BaseException as exc:
                 del sys.modules[target.stem]
+                if isinstance(exc, ImportError):
+                    raise UsageError(f"--main {given}: cannot import {target.stem}: {exc}") from None
+                if isinstance(exc, Exception):
+                    raise UsageError(f"--main {given}: cannot import {target.stem}: {module_failed(exc, target.stem)}") from None
                 raise
         else:
             module = _import(module_name, given)
@@ -83,7 +87,9 @@ def _import(module_name: str, main: str) -> ModuleType:
     except ModuleNotFoundError as e:
         if e.name and module_name.startswith(e.name):
             raise UsageError(f"--main {main}: no module '{e.name}' in the given folder or on the Python path") from None
-        raise
+        raise UsageError(f"--main {main}: cannot import {module_name}: {e}") from None
+    except ImportError as e:  # ModuleFailedError too: a syntax error or an exception in the module, at its line
+        raise UsageError(f"--main {main}: cannot import {module_name}: {e}") from None
 
 
 def _node_ids(value: str | None, workers: int) -> int | list[int] | None:

@@ -444,6 +444,22 @@ def test_raytrain_run_bad_main_is_a_usage_error(tmp_path):
     assert "has no function 'mian' (functions there: main)" in result.output
 
 
+@pytest.mark.parametrize(("source", "said"), [
+    ("def main()\n    pass\n", "--main main: cannot import pipeline: pipeline.py:1: SyntaxError: expected ':' (def main())"),
+    ("import not_installed_anywhere_here\n", "--main main: cannot import pipeline: No module named "
+                                             "'not_installed_anywhere_here'"),
+])
+def test_raytrain_run_of_a_module_that_cannot_be_imported_is_a_usage_error(tmp_path, monkeypatch, source, said):
+    """It was `error: SyntaxError: expected ':' (pipeline.py, line 1)` (or `ModuleNotFoundError: ...`), exit 1."""
+    (tmp_path / "pipeline.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    from .conftest import invoke
+
+    result = invoke(["run", "pipeline.py", "--main", "main"])
+    assert result.exit_code == 2, result.output
+    assert said in " ".join(result.output.split())
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_raytrain_run_of_a_main_that_needs_arguments_is_a_usage_error(tmp_path, workers):
     """Every node calls `main()` with none, as ditask does: it was `TypeError: main() missing 1 required

@@ -1104,3 +1104,13 @@ def test_an_id_written_with_the_old_gym_package_is_told_gymnasiums_form(write_ya
     path = write_yaml("environment: {env: 'gym:CartPole-v1'}\n")
     (msg,) = errors_of(path)
     assert msg.endswith("; gym is Gymnasium now, and Gymnasium's own ids need no package: write env: CartPole-v1"), msg
+
+
+def test_an_env_module_with_a_syntax_error_is_a_config_error_at_its_file_and_line(write_yaml, tmp_path, monkeypatch):
+    """It was `error: SyntaxError: expected ':' (badenv.py, line 2)`, exit 1, from inside the checks."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "syntax_broken_env.py").write_text("import gymnasium as gym\nclass E(gym.Env)\n    pass\n")
+    path = write_yaml("environment: {env: 'syntax_broken_env:E'}\n")
+    (msg,) = errors_of(path)
+    assert msg == (f"{path}:1: environment.env: cannot import module 'syntax_broken_env': syntax_broken_env.py:2: "
+                   "SyntaxError: expected ':' (class E(gym.Env))")

@@ -166,3 +166,31 @@ def test_gymnasiums_module_id_form(path, expected):
     from raytrain.imports import gym_module_id
 
     assert gym_module_id(path) == expected
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("import gymnasium\n\nclass Broken(gymnasium.Env)\n    pass\n",
+     "broken_here.py:3: SyntaxError: expected ':' (class Broken(gymnasium.Env))"),
+    ("LIMIT = 5\nSIZE = LIMT * 2\n",
+     "importing it raised NameError: name 'LIMT' is not defined (broken_here.py:2: SIZE = LIMT * 2)"),
+])
+def test_a_module_that_fails_to_run_says_where_in_its_file(tmp_path, monkeypatch, clean_path, source, said):
+    """A syntax error or a name error in the user's module raised as it is: callers that catch ImportError (the
+    config's env check, `raytrain run --main`) let it through, and the command ended with exit 1 and `error:
+    SyntaxError: expected ':' (broken_here.py, line 3)`, once Ray's checks had begun."""
+    (tmp_path / "broken_here.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ImportError) as caught:
+        import_module("broken_here")
+    assert str(caught.value) == said
+    assert caught.value.name == "broken_here"
+
+
+def test_a_module_under_a_package_that_fails_names_its_file_under_the_current_directory(tmp_path, monkeypatch,
+                                                                                         clean_path):
+    (tmp_path / "pkg_broken_here").mkdir()
+    (tmp_path / "pkg_broken_here" / "__init__.py").write_text("")
+    (tmp_path / "pkg_broken_here" / "envs.py").write_text("def f(:\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ImportError, match=r"^pkg_broken_here/envs\.py:1: SyntaxError: "):
+        resolve_import("pkg_broken_here.envs:Walk")
