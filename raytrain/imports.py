@@ -64,7 +64,7 @@ def module_failed(exc: Exception, name: str) -> ModuleFailedError:
         text = f" ({exc.text.strip()})" if exc.text and exc.text.strip() else ""
         return ModuleFailedError(f"{_shown(exc.filename)}:{exc.lineno}: {type(exc).__name__}: {exc.msg}{text}",
                                  name=name)
-    return ModuleFailedError(f"importing it raised {type(exc).__name__}: {exc}{_raised_at(exc)}", name=name)
+    return ModuleFailedError(f"importing it raised {type(exc).__name__}: {exc}{raised_at(exc)}", name=name)
 
 
 def _shown(filename: str | None) -> str:
@@ -77,7 +77,7 @@ def _shown(filename: str | None) -> str:
         return filename
 
 
-def _raised_at(exc: BaseException) -> str:
+def raised_at(exc: BaseException) -> str:
     """` (file:line: source)` of where `exc` was raised: the innermost frame in a file under the current
     directory (the user's own code), else the innermost in any real file."""
     import traceback

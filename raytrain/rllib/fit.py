@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,22 +63,51 @@ def _make_env(config: Any) -> Any:
     """One env as RLlib's env runners make it from the PPOConfig `config`, or None when it cannot be made here
     (the env's own errors: RLlib reports them when it makes the env). Gymnasium's DependencyNotInstalled (a
     package the env needs is missing: an install step, not the env's own error) is raised."""
+    return _made_env(config)[0]
+
+
+def _made_env(config: Any) -> tuple[Any, tuple[str, str] | None]:
+    """`_make_env`'s env, and when it is None for a key the env read from its env_config and did not find there
+    (`config["size"]`: a KeyError raised where the mapping RLlib passes is at hand), that key and where it was read
+    (` (envs.py:5: self.size = config["size"])`)."""
     import gymnasium
     from gymnasium.error import DependencyNotInstalled
     from ray.rllib.env.env_context import EnvContext
 
     maker: Any = config.env  # an id for gymnasium.make, or the env's class (an import path resolved)
+    context = EnvContext(dict(config.env_config), worker_index=0)
     try:
         if callable(maker):
-            return maker(EnvContext(dict(config.env_config), worker_index=0))
-        return gymnasium.make(maker, **config.env_config)
+            return maker(context), None
+        return gymnasium.make(maker, **config.env_config), None
     except DependencyNotInstalled:
         raise
+    except KeyError as exc:
+        key = exc.args[0] if len(exc.args) == 1 else None
+        if not isinstance(key, str) or key in context or not _raised_with(exc, context):
+            return None, None
+        from raytrain.imports import raised_at
+
+        return None, (key, raised_at(exc))
     except Exception:
-        return None
+        return None, None
 
 
-def observation_problem(cfg: RaytrainConfig) -> str | None:
+def _raised_with(exc: BaseException, mapping: Any) -> bool:
+    """Whether `exc` was raised in a frame that holds `mapping` itself (the env reading its own config)."""
+    import traceback
+
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    return bool(frames) and any(value is mapping for value in frames[-1].f_locals.values())
+
+
+def _missing_key(cfg: RaytrainConfig, key: str, where: str) -> str:
+    has = ", ".join(sorted(map(str, cfg.environment.env_config))) or "nothing"
+    return (f"{cfg.environment.env} reads env_config[{key!r}]{where}, and environment.env_config has no {key!r} "
+            f"(it has {has}): set it, e.g. environment: {{env_config: {{{key}: ...}}}}")
+
+
+def observation_problem(cfg: RaytrainConfig, searched: Collection[str] = ()) -> str | None:
     """Why PPO's default network cannot take the env's observations or actions, else None.
 
     RLlib's encoders take a Box of one dimension (a vector: an MLP) or three (an image: a CNN). Any other
@@ -85,7 +115,9 @@ def observation_problem(cfg: RaytrainConfig) -> str | None:
     had started, with a page of tracebacks per actor; so did an action space with no action distribution
     (MultiBinary, a 2D Box). PPO's catalog, which RLlib's build asks, is asked here with
     one env made in this process (the env's make time; the catalog builds no network). An env Gymnasium
-    cannot make for a missing package (`LunarLander-v3` without Box2D) failed the same way: said here too.
+    cannot make for a missing package (`LunarLander-v3` without Box2D) failed the same way: said here too. So is
+    an env that reads a key its env_config lacks (`KeyError: 'size'`, exit 1 once Ray had started), unless the
+    dotted key is among `searched` (a sweep's trials each set it).
     """
     from gymnasium.error import DependencyNotInstalled
     from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
@@ -94,11 +126,13 @@ def observation_problem(cfg: RaytrainConfig) -> str | None:
 
     config = build_ppo_config(cfg)
     try:
-        env = _make_env(config)
+        env, missing = _made_env(config)
     except DependencyNotInstalled as exc:
         return (f"{cfg.environment.env!r} cannot be made here: a package it needs is not installed: {exc} (install it "
                 "into the Python that runs raytrain, and on every node of a cluster)")
     if env is None:
+        if missing is not None:
+            return None if f"environment.env_config.{missing[0]}" in searched else _missing_key(cfg, *missing)
         return _misnamed_config(config.env) if isinstance(config.env, type) else None
     try:
         return _space_problem(cfg, env, PPOCatalog, dict(config.model_config)) or _api_problem(env)
@@ -266,9 +300,9 @@ def _space_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_conf
     return None
 
 
-def observation_issue(cfg: RaytrainConfig, source: Source) -> ConfigIssue | None:
+def observation_issue(cfg: RaytrainConfig, source: Source, searched: Collection[str] = ()) -> ConfigIssue | None:
     """`observation_problem` at `environment.env` of `source`."""
-    problem = observation_problem(cfg)
+    problem = observation_problem(cfg, searched)
     return None if problem is None else ConfigIssue(source.where(("environment", "env")), "environment.env", problem)
 
 

@@ -211,10 +211,12 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
         key = rejected_setting(problem, lambda k: _writes(loaded, k))
         where = loaded.source.file if key is None else _where(loaded, key)
         return [ConfigIssue(where, key or "", f"RLlib rejects {what} (with the sweep's `set:` and `stop:`): {problem}")]
+    from raytrain.config.sweep_load import searched
     from raytrain.rllib.fit import changed_keys, observation_issue, observation_problem
 
     base = loaded.base.config
-    if (unfit := observation_issue(base, loaded.base.source)) is not None:
+    keys = {key_path[-1] for key_path, _ in searched(loaded.sweep)}  # env_config keys the trials set
+    if (unfit := observation_issue(base, loaded.base.source, keys)) is not None:
         return [unfit]
 
     def rejected(trial: RaytrainConfig) -> str | None:
@@ -223,7 +225,7 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
             return f"RLlib rejects a trial's config: {found}"
         # a searched env_config or model value can change the env's spaces or the network PPO builds for them
         if changed_keys(base, trial):
-            return observation_problem(trial)
+            return observation_problem(trial, keys)
         return None
 
     return _searched_trials_rejected(loaded, rejected)

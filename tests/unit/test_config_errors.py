@@ -1,5 +1,6 @@
 """Every bad input: file:line, dotted path, what is wrong, what to do."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -709,6 +710,11 @@ class SizedWalk(_Walk):
         self.observation_space = gymnasium.spaces.Box(-1, 1, (size,), np.float32)
 
 
+class KeyedWalk(_Walk):
+    def __init__(self, config):
+        self.observation_space = gymnasium.spaces.Box(-1, 1, (config["size"], config["depth"]), np.float32)
+
+
 class BrokenWalk(_Walk):
     """An env whose own code fails: RLlib reports that as it does."""
     observation_space = gymnasium.spaces.Box(-1, 1, (3,), np.float32)
@@ -1077,6 +1083,48 @@ def test_an_env_that_does_not_follow_gymnasiums_api_as_rllib_calls_it_exits_2_be
         assert result.exit_code == 2, result.output
         assert f"{path}:3: environment.env: {said}" in " ".join(result.output.split()), result.output
     assert starts == [] and not storage.exists()
+
+
+def test_an_env_that_reads_a_key_env_config_lacks_exits_2_before_ray(obs_envs, write_yaml):
+    """It was `error: KeyError: 'size'`, exit 1, once Ray had started (no file, no line, no word of env_config)."""
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    storage = obs_envs / "runs"
+    path = write_yaml(f"experiment: {{storage_path: {storage}}}\nenvironment:\n  env: 'obs_walks:KeyedWalk'\n"
+                      "  env_config: {depth: 2, seed: 1}\n")
+    for args in (["train", str(path)], ["config", "validate", str(path)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        # obs_walks.py under the current directory; an earlier test's copy (absolute) when that one was imported first
+        assert re.search(rf"{re.escape(str(path))}:3: environment.env: obs_walks:KeyedWalk reads env_config\['size'\] "
+                         r"\((\S+/)?obs_walks\.py:\d+: ", said), said
+        assert ('self.observation_space = gymnasium.spaces.Box(-1, 1, (config["size"], config["depth"]), np.float32)), '
+                "and environment.env_config has no 'size' (it has depth, seed): set it, e.g. environment: {env_config: "
+                "{size: ...}}") in " ".join(result.output.split()), result.output
+    assert starts == [] and not storage.exists()
+
+
+def test_a_sweep_that_searches_the_env_config_keys_its_base_lacks_is_not_refused_for_them(obs_envs, write_yaml):
+    """Every trial sets them: only a key no trial sets is refused, at the base config's env."""
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    write_yaml("environment:\n  env: 'obs_walks:KeyedWalk'\n", "base.yaml")
+    space = ("space:\n  environment.env_config.size: {distribution: choice, values: [2, 3]}\n"
+             "  environment.env_config.depth: {distribution: choice, values: [1, 2]}\n")
+    fine = write_yaml("base: base.yaml\nsearch: {algorithm: random, num_samples: 1}\nstop: {training_iteration: 2}\n"
+                      + space, "fine.yaml")
+    result = CliRunner().invoke(app, ["config", "validate", str(fine)])
+    assert result.exit_code == 0, result.output
+    lacking = write_yaml("base: base.yaml\nsearch: {algorithm: random, num_samples: 1}\nstop: {training_iteration: 2}\n"
+                         + space.split("  environment.env_config.depth")[0], "lacking.yaml")
+    result = CliRunner().invoke(app, ["config", "validate", str(lacking)])
+    assert result.exit_code == 2, result.output
+    assert "KeyedWalk reads env_config['depth']" in " ".join(result.output.split()), result.output
 
 
 def test_an_env_whose_own_code_fails_is_left_to_rllib(obs_envs, write_yaml):
