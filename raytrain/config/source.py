@@ -343,6 +343,12 @@ def did_you_mean(path: Path) -> str:
     return f"; did you mean {folder / near[0]}?" if near else ""
 
 
+_DOTTED_KEY = r"[A-Za-z_]\w*(?:\.[\w/-]+)+"
+_MORE_OVERRIDES = re.compile(r"[,;\s]" + _DOTTED_KEY + "=")
+"""Another `key.path=` after a separator in an override's value: overrides written together, as Hydra takes them
+(`training.lr=3e-4,training.gamma=0.9`) or as one quoted shell word."""
+
+
 def parse_override(text: str) -> tuple[Path_, Any]:
     """Split `a.b=value` into (("a", "b"), value), the value parsed as YAML."""
     path, value, _ = _parse_override(text)
@@ -359,6 +365,11 @@ def _parse_override(text: str) -> tuple[Path_, Any, str | None]:
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
         raise ConfigError([ConfigIssue(f"--set {text}", key, "the key must be a dotted path like training.lr")])
+    if raw.strip()[:1] not in ("'", '"', "{", "[") and _MORE_OVERRIDES.search(raw):
+        each = " ".join(f"--set {part.strip()}" for part in re.split(r"[,;\s]+(?=" + _DOTTED_KEY + "=)", text))
+        raise ConfigError([ConfigIssue(f"--set {text}", "", (
+            f"holds more than one override: give each its own --set, as in {each} (a value with such text in it: "
+            f"quote it, {key}='...')"))])
     try:
         value, _, written = _load(raw) if raw.strip() else (None, {}, {})
     except (_Problem, _Problems) as exc:
@@ -372,6 +383,8 @@ def override_text(key: str, value: Any) -> str:
     Slurm file's storage path) joins the `--set` overrides. The value is written as YAML, so a text that YAML
     would read as something else (`2024`, `yes`, `x: y`) is quoted."""
     text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"))  # non-ASCII escaped: NEL is a line break to YAML
+    if isinstance(value, str) and text[:1] not in ("'", '"') and _MORE_OVERRIDES.search(text):
+        text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"), default_style="'")  # not read as two
     return key + "=" + text.removesuffix("\n").removesuffix("\n...")
 
 

@@ -36,6 +36,28 @@ def test_bad_override(text):
         parse_override(text)
 
 
+@pytest.mark.parametrize(("text", "said"), [
+    # Hydra's and shells' habits: it was "training.lr: Input should be a valid number (got '3e-4,training.gamma=0.9')".
+    ("training.lr=3e-4,training.gamma=0.9", "--set training.lr=3e-4 --set training.gamma=0.9"),
+    ("stop.training_iteration=2 stop.env_runners/episode_return_mean=450",
+     "--set stop.training_iteration=2 --set stop.env_runners/episode_return_mean=450"),
+    ("training.lr=0.001; training.gamma=0.9", "--set training.lr=0.001 --set training.gamma=0.9"),
+])
+def test_several_overrides_in_one_set_are_told_one_set_each(text, said):
+    with pytest.raises(ConfigError) as info:
+        parse_override(text)
+    key = text.partition("=")[0]
+    assert str(info.value) == (f"--set {text}: holds more than one override: give each its own --set, as in {said} "
+                               f"(a value with such text in it: quote it, {key}='...')")
+
+
+@pytest.mark.parametrize("text", ["environment.env_config.args='x, y.z=1'",
+                                  "environment.env_config.expr=a.b=1"])
+def test_a_value_that_only_looks_like_more_overrides_is_kept(text):
+    """After a separator only, and not in a value YAML quotes: `a.b=1` right after `=` is the value's own text."""
+    assert parse_override(text)[0][0] in ("experiment", "environment")
+
+
 def test_override_wins_and_is_reported(write_yaml):
     path = write_yaml("environment: {env: CartPole-v1}\ntraining: {lr: 0.01}\n")
     loaded = load_config(path, ["training.lr=0.0005", "training.gamma=0.9"])
@@ -228,7 +250,8 @@ def test_lines_are_recorded_once_per_written_node(write_yaml):
 # --- values a command-line flag sets (--name, the Slurm file's storage_path) travel as `key=value` text ----
 
 
-@pytest.mark.parametrize("value", ["2024", "yes", "no", "null", "~", "1e3", "x: y", "#1", "'q'", "a b", "", "/nfs/run #2", "[1]"])
+@pytest.mark.parametrize("value", ["2024", "yes", "no", "null", "~", "1e3", "x: y", "#1", "'q'", "a b", "", "/nfs/run #2", "[1]",
+                                   "a b.c=1", "/nfs/x;y.z=2"])
 def test_a_flags_text_value_reaches_the_config_as_the_same_text(value):
     """`--name 2024` was YAML-read as the number 2024 and refused ("Input should be a valid string")."""
     assert parse_override(override_text("name", value)) == (("name",), value)
