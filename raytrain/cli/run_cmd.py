@@ -92,6 +92,17 @@ def _import(module_name: str, main: str) -> ModuleType:
         raise UsageError(f"--main {main}: cannot import {module_name}: {e}") from None
 
 
+def _labels(value: str | None) -> list[str]:
+    """`--labels a,b`: each label, none empty (an empty one was dropped without a word)."""
+    if value is None or not value.strip():  # --labels '': none, as written
+        return []
+    labels = [label.strip() for label in value.split(",")]
+    if not all(labels):
+        raise UsageError(f"--labels {value}: an empty label between commas: give comma-separated labels, e.g. "
+                         "--labels learner,collector")
+    return labels
+
+
 def _node_ids(value: str | None, workers: int) -> int | list[int] | None:
     if value is None:
         return None
@@ -165,6 +176,7 @@ def _run(
     auto_recover, max_retries = recovery
     _check_options(workers, topology, address_or_cluster, auto_recover, max_retries is not None, num_cpus)
     ids = _node_ids(node_ids, workers)
+    label_list = _labels(labels)
     address = cluster_address(*address_or_cluster)  # before Ray is imported
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")  # every node's lines, each prefixed with its node id
     from raytrain.framework import Parallel
@@ -173,7 +185,7 @@ def _run(
     runner = Parallel.runner(
         n_parallel_workers=workers,
         topology=topology,
-        labels=[label.strip() for label in (labels or "").split(",") if label.strip()],
+        labels=label_list,
         node_ids=ids,
         auto_recover=auto_recover,
         max_retries=3 if max_retries is None else max_retries,

@@ -482,6 +482,10 @@ def test_raytrain_run_of_a_main_that_needs_arguments_is_a_usage_error(tmp_path, 
     # A negative id ran as node -5; an empty item was dropped, so `1,,2` was two ids.
     (["--workers", "2", "--node-ids=-5"], "--node-ids -5: node ids are 0 or more: give a first id (e.g. 10)"),
     (["--workers", "3", "--node-ids", "1,,2"], "--node-ids 1,,2: an empty id between commas: give a first id"),
+    # An empty label was dropped: `a,,b` ran with two labels and `,` with none, without a word.
+    (["--labels", "learner,,collector"], "--labels learner,,collector: an empty label between commas: give "
+     "comma-separated labels, e.g. --labels learner,collector"),
+    (["--labels", ","], "--labels ,: an empty label between commas"),
     (["--workers", "2", "--max-retries", "5"], "--max-retries: restarts happen only with --auto-recover"),
     (["--address", "10.0.0.5:6379"], "--address: with --workers 1 the node runs in this process, without Ray"),
     (["--auto-recover", "--num-cpus", "1"], "--auto-recover, --num-cpus: with --workers 1 the node runs in this process"),
