@@ -78,16 +78,38 @@ def _shown(filename: str | None) -> str:
 
 
 def raised_at(exc: BaseException) -> str:
-    """` (file:line: source)` of where `exc` was raised: the innermost frame in a file under the current
-    directory (the user's own code), else the innermost in any real file."""
+    """` (file:line: source)` of where `exc` was raised: the innermost frame of the user's own code
+    (`user_code_at`), else the innermost in any real file."""
     import traceback
 
+    if own := user_code_at(exc):
+        return own
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
-    if not frames:
-        return ""
-    own = [f for f in frames if not Path(_shown(f.filename)).is_absolute()]
-    frame = (own or frames)[-1]
+    return _frame_text(frames[-1]) if frames else ""
+
+
+def _frame_text(frame: Any) -> str:
     return f" ({_shown(frame.filename)}:{frame.lineno}{': ' + frame.line if frame.line else ''})"
+
+
+def user_code_at(exc: BaseException) -> str:
+    """` (file:line: source)` of the innermost frame of `exc`'s traceback in the user's own code: a file under the
+    current directory that is neither raytrain's nor an installed package's. "" when none is."""
+    import sysconfig
+    import traceback
+
+    paths = sysconfig.get_paths()
+    not_users = [Path(__file__).resolve().parent, *(Path(paths[k]).resolve() for k in ("stdlib", "platstdlib",
+                                                                                      "purelib", "platlib"))]
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        shown = _shown(frame.filename)
+        if frame.filename.startswith("<") or Path(shown).is_absolute() \
+                or {"site-packages", "dist-packages"} & set(Path(shown).parts):
+            continue
+        if any(Path(frame.filename).resolve().is_relative_to(root) for root in not_users):
+            continue
+        return _frame_text(frame)
+    return ""
 
 
 def top_module(path: str) -> str:

@@ -93,7 +93,9 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
             if verbose():
                 err.print_exception()
             else:
-                err.print(f"error: {type(exc).__name__}: {exc}", style="red", markup=False)
+                from raytrain.imports import user_code_at
+
+                err.print(f"error: {type(exc).__name__}: {exc}{user_code_at(exc)}", style="red", markup=False)
                 err.print("(run with --verbose for the traceback)", style="dim")
             raise typer.Exit(1) from None
 

@@ -149,6 +149,9 @@ def test_failed_build_writes_nothing(ray_session, tmp_path, monkeypatch, env_run
         assert "IndexError" not in result.output
     else:
         assert "Traceback" not in result.output
+        # Where in the user's code: it said only `error: RuntimeError: broken env: cannot be made`.
+        assert ("error: RuntimeError: broken env: cannot be made (tests/integration/flaky_env.py:27: raise "
+                'RuntimeError("broken env: cannot be made"))') in result.output, result.output
     assert not storage.exists()
     assert _ray_results() == home_results
 

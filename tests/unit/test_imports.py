@@ -194,3 +194,23 @@ def test_a_module_under_a_package_that_fails_names_its_file_under_the_current_di
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ImportError, match=r"^pkg_broken_here/envs\.py:1: SyntaxError: "):
         resolve_import("pkg_broken_here.envs:Walk")
+
+
+def test_the_users_code_in_a_traceback_is_the_innermost_frame_under_the_current_directory(tmp_path, monkeypatch,
+                                                                                          clean_path):
+    """Not raytrain's own frames, the standard library's or an installed package's, even from a folder above them."""
+    import json
+
+    (tmp_path / "calls_json_here.py").write_text("import json\n\ndef run():\n    return json.loads('{')\n")
+    monkeypatch.chdir(tmp_path)
+    from raytrain.imports import user_code_at
+
+    with pytest.raises(ValueError) as caught:
+        import_module("calls_json_here").run()
+    assert user_code_at(caught.value) == " (calls_json_here.py:4: return json.loads('{'))"
+    monkeypatch.chdir("/")
+    assert user_code_at(caught.value) == f" ({str(tmp_path / 'calls_json_here.py').lstrip('/')}:4: return json.loads('{{'))"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError) as inside:
+        json.loads("{")
+    assert user_code_at(inside.value) == ""  # json's frames are skipped, and this test's file is not under tmp_path
