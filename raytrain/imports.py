@@ -148,8 +148,35 @@ def _cwd_first() -> str | None:
     except OSError:
         return None
     if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
+        put_first_on_path(cwd)
     return cwd
+
+
+def put_first_on_path(folder: str) -> None:
+    """Put `folder` first on `sys.path`, warning (on stderr, once per folder) of each module in it named like one
+    of Python's standard modules: from now on it is imported instead, here and in Ray's workers (a user's grp.py
+    ran when Ray imported tarfile, which imports grp)."""
+    sys.path.insert(0, folder)
+    if folder in _warned:
+        return
+    _warned.add(folder)
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name.removesuffix(".py") if entry.name.endswith(".py") else entry.name
+        if name not in sys.stdlib_module_names or name in _NEVER_IMPORTED:
+            continue
+        if entry.name.endswith(".py") or os.path.isfile(os.path.join(entry.path, "__init__.py")):
+            print(f"warning: {entry.path} has the name of Python's standard module {name}: raytrain imports your "
+                  f"modules from {folder}, first on the path, as Ray's workers do, so an `import {name}` in Python, "
+                  "Ray or a library would run this file instead: rename it", file=sys.stderr, flush=True)
+
+
+_warned: set[str] = set()
+_NEVER_IMPORTED = {"test", "this", "antigravity", "idlelib", "turtledemo", "__hello__", "__phello__"}
+"""Standard modules no library imports (a user's test.py is common, and harmless)."""
 
 
 def resolve_import(path: str) -> Any:

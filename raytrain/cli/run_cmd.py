@@ -24,7 +24,7 @@ from raytrain.cli.common import (
     interrupting_signal,
 )
 from raytrain.errors import UsageError
-from raytrain.imports import import_module, module_failed
+from raytrain.imports import import_module, module_failed, put_first_on_path
 from raytrain.ray_session import cluster_address
 
 
@@ -40,7 +40,7 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
     if target.is_file():
         if target.suffix != ".py":
             raise UsageError(f"{target}: not a Python file (give a .py file or the folder of your package)")
-        sys.path.insert(0, str(target.parent))
+        put_first_on_path(str(target.parent))
         if module_name in ("", target.stem):
             spec = importlib.util.spec_from_file_location(target.stem, target)
             if spec is None or spec.loader is None:
@@ -60,7 +60,7 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
             module = _import(module_name, given)
     else:
         for path in (target.parent, target) if (target / "__init__.py").exists() else (target,):
-            sys.path.insert(0, str(path))
+            put_first_on_path(str(path))
         if not module_name:
             raise UsageError(f"--main {given}: give module.function, e.g. --main my_pipeline.main")
         module = _import(module_name, given)

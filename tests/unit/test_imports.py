@@ -214,3 +214,20 @@ def test_the_users_code_in_a_traceback_is_the_innermost_frame_under_the_current_
     with pytest.raises(ValueError) as inside:
         json.loads("{")
     assert user_code_at(inside.value) == ""  # json's frames are skipped, and this test's file is not under tmp_path
+
+
+def test_a_module_named_like_a_standard_module_beside_the_user_is_warned_of(tmp_path, monkeypatch, clean_path, capsys):
+    """A grp.py of the user's in the folder raytrain runs from: Ray's import of tarfile (which imports grp) ran it as
+    a module in `raytrain run` and `train`, and its error (`ValueError: could not convert string to float: 'run'`
+    from its own argv handling) was all that was said."""
+    (tmp_path / "grp.py").write_text("raise SystemExit('a script of the user')\n")
+    (tmp_path / "test.py").write_text("")  # the standard library's own tests: nothing imports them
+    (tmp_path / "walk_envs_near_grp.py").write_text("class Walk:\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    resolve_import("walk_envs_near_grp:Walk")
+    said = " ".join(capsys.readouterr().err.split())
+    assert said == (f"warning: {tmp_path / 'grp.py'} has the name of Python's standard module grp: raytrain imports "
+                    f"your modules from {tmp_path}, first on the path, as Ray's workers do, so an `import grp` in Python, "
+                    "Ray or a library would run this file instead: rename it")
+    import_module("walk_envs_near_grp")
+    assert capsys.readouterr().err == ""  # once per folder
