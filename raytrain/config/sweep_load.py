@@ -99,6 +99,25 @@ class LoadedSweep:
         return list(dict.fromkeys(key_path[-1] for key_path, _ in searched(self.sweep)))
 
 
+def _dropped_by_the_search(sweep: SweepConfig, key: str, value: Any, source: Source) -> str | None:
+    """Why a `set:` value that is not under `space:` is still replaced in every trial (an algorithm's own search of
+    it, a seed drawn per trial), or None. It was dropped without a word."""
+    from raytrain.sweeps import DRAWN_SEED, trial_overrides
+
+    if key not in trial_overrides(sweep):
+        return None
+    for settings in settings_in(sweep):
+        for key_path, _ in settings.searched():
+            if key_path[-1] == key:
+                return (f"is also varied under {'.'.join(key_path[:-1])} ({source.where(key_path)}): every trial "
+                        "starts from a value drawn there and drops this one; keep one of them")
+    assert key == DRAWN_SEED
+    return ("every trial draws its own seed (from search.seed: trials with the same hyperparameters would otherwise "
+            "be copies of each other), and this one would be dropped: remove it (search.seed makes the seeds "
+            f"reproducible), or give every trial this seed with space: {{{DRAWN_SEED}: {{distribution: choice, values: "
+            f"[{value}]}}}}")
+
+
 def _flatten(data: dict[str, Any]) -> dict[str, Any]:
     """`set:` entries as dotted keys: `{training: {lr: 1}}` and `{training.lr: 1}` mean the same."""
     out: dict[str, Any] = {}
@@ -343,6 +362,9 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
         elif key in sweep.space:  # every trial takes the searched value: the set one would be dropped unsaid
             issue(("set", key), f"is also searched under space: ({source.where(('space', key))}): every trial would "
                                 "take the searched value and drop this one; keep one of them")
+            del fixed[key]
+        elif (dropped := _dropped_by_the_search(sweep, key, fixed[key], source)) is not None:
+            issue(("set", key), dropped)
             del fixed[key]
     base_source = trial_source(base_source, fixed, None)
     for key in fixed:

@@ -12,7 +12,7 @@ docs; `tests/unit/test_sweep_algorithms.py` fails until the schema and the regis
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from raytrain.sweeps import asha, optuna, pb2, pbt
 from raytrain.sweeps.base import BASIC_SEARCH, Algorithm, Settings, TuneClass
@@ -42,3 +42,23 @@ TUNE_CLASSES: dict[str, TuneClass] = {
 def settings_in(sweep: SweepConfig) -> list[Settings]:
     """The settings sections the sweep file has, whichever algorithm it chose."""
     return [section for model in SETTINGS if (section := getattr(sweep, model.key)) is not None]
+
+
+DRAWN_SEED = "experiment.seed"
+
+
+def trial_overrides(sweep: SweepConfig) -> dict[str, Any]:
+    """What each trial takes from the sweep's search, as plan data (`domain_spec`s by dotted key): `space:`, what
+    the algorithm varies besides (PBT's mutations: `space:` wins for a key in both), and a seed drawn per trial
+    from search.seed where several trials would otherwise be copies of each other (`DRAWN_SEED`, unless searched)."""
+    from raytrain.sweeps.space import domain_spec, grid_size
+
+    algorithm = ALGORITHMS[sweep.search.algorithm]
+    space = {k: domain_spec(d) for k, d in sweep.space.items()}
+    for key, spec in algorithm.space(sweep).items():
+        space.setdefault(key, spec)
+    if algorithm.seeds_trials and DRAWN_SEED not in space and sweep.search.num_samples * grid_size(space) > 1:
+        # Different seeds per trial, drawn reproducibly from search.seed: otherwise trials with the same
+        # hyperparameters are copies of each other (and PBT populations lose their diversity).
+        space[DRAWN_SEED] = {"randint": [0, 1_000_000]}
+    return space

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from raytrain.config.sweep_load import LoadedSweep
 from raytrain.errors import ConfigError, ConfigIssue
-from raytrain.sweeps import ALGORITHMS, TUNE_CLASSES
+from raytrain.sweeps import ALGORITHMS, TUNE_CLASSES, trial_overrides
 from raytrain.sweeps.base import KeyPath, Spec
 from raytrain.sweeps.pbt import ExploreAdapter  # noqa: F401  (the tuner.pkl of older PBT sweeps names it here)
 from raytrain.sweeps.space import domain, domain_spec, grid_size
@@ -36,13 +36,7 @@ def plan(loaded: LoadedSweep) -> Plan:
     """Everything Tune will be given, as data."""
     s = loaded.sweep
     algorithm = ALGORITHMS[s.search.algorithm]
-    space = {k: domain_spec(d) for k, d in s.space.items()}
-    for key, spec in algorithm.space(s).items():
-        space.setdefault(key, spec)
-    if algorithm.seeds_trials and "experiment.seed" not in space and s.search.num_samples * grid_size(space) > 1:
-        # Different seeds per trial, drawn reproducibly from search.seed: otherwise trials with the same
-        # hyperparameters are copies of each other (and PBT populations lose their diversity).
-        space["experiment.seed"] = {"randint": [0, 1_000_000]}
+    space = trial_overrides(s)
     return {
         "trainable": "raytrain.tune.trainable:RaytrainPPO",
         "param_space": {TRIAL_KEY: {"base": loaded.base.config.to_yaml_dict(), "overrides": space}},

@@ -911,3 +911,33 @@ def test_another_search_algorithm_name_is_told_what_is_offered(sweep_file, algor
     said = errors(path)
     assert f"search.algorithm: Input should be 'pbt', 'pb2', 'asha', 'optuna', 'random' or 'grid' (got '{algorithm}'){hint}" \
         in said, said
+
+
+def test_a_seed_set_for_every_trial_where_each_draws_its_own_is_refused(sweep_file):
+    """`set: {experiment.seed: 7}`: every trial drew its own seed from search.seed, and the 7 was dropped unsaid (the
+    shipped ppo_pbt.yaml had `experiment.seed: 0` there)."""
+    path = sweep_file("name: s\nsearch: {algorithm: random, num_samples: 2}\nset: {experiment.seed: 7}\n")
+    said = " ".join(errors(path).split())
+    assert (f"{path}:5: set.experiment.seed: every trial draws its own seed (from search.seed: trials with the same "
+            "hyperparameters would otherwise be copies of each other), and this one would be dropped: remove it "
+            "(search.seed makes the seeds reproducible), or give every trial this seed with space: {experiment.seed: "
+            "{distribution: choice, values: [7]}}") in said, said
+    for fine in ("name: s\nsearch: {algorithm: random, num_samples: 1}\nset: {experiment.seed: 7}\n",
+                 "name: s\nsearch: {algorithm: optuna, num_samples: 2}\nset: {experiment.seed: 7}\n"
+                 "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n"):
+        assert load_sweep(sweep_file(fine)).base.config.experiment.seed == 7
+
+
+def test_a_setting_set_and_perturbed_by_pbt_is_refused(sweep_file):
+    """PBT starts each trial from a value drawn from its mutations: the set one was dropped unsaid."""
+    path = sweep_file("name: p\nsearch: {algorithm: pbt, num_samples: 2}\nset: {training.lr: 0.001}\n"
+                      "pbt:\n  hyperparam_mutations:\n    training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}\n")
+    said = " ".join(errors(path).split())
+    assert (f"{path}:5: set.training.lr: is also varied under pbt.hyperparam_mutations ({path}:8): every trial starts "
+            "from a value drawn there and drops this one; keep one of them") in said, said
+
+
+def test_the_shipped_sweeps_set_no_seed_their_trials_draw():
+    for path in sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml")):
+        if yaml.safe_load(path.read_text()).get("base"):
+            load_sweep(path)
