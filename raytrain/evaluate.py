@@ -13,7 +13,7 @@ from raytrain.config.load import load_config, load_source
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source, override_text
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
-from raytrain.runs import STATE_FILE, RunFolder, absolute, runs_held, where_it_imported
+from raytrain.runs import STATE_FILE, RunFolder, absolute, rllib_state_missing, runs_held, where_it_imported
 from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, file_given_for_results, newest, some_of
 
 if TYPE_CHECKING:
@@ -68,7 +68,11 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
     if p.name.endswith((".partial", ".deleting")):
         raise UsageError(f"{path} is an incomplete checkpoint (being written or deleted, or abandoned); give a complete one")
     if (p / STATE_FILE).is_file():
-        return p
+        if (incomplete := rllib_state_missing(p)) is None:
+            return p
+        run = RunFolder(p.parent.parent) if p.parent.name == "checkpoints" else None
+        other = run.latest_checkpoint() if run is not None and (run.path / "config.yaml").is_file() else None
+        raise UsageError(f"{path} {incomplete}: give a complete one" + (f", such as {other}" if other else ""))
     if RunFolder(p.parent).checkpoints_dir == p and (p.parent / "config.yaml").is_file():
         p = p.parent  # a run's checkpoints folder: the run, its latest checkpoint
     if (p / "config.yaml").is_file():

@@ -213,6 +213,24 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     tmp.replace(path)
 
 
+RLLIB_PARTS = {
+    "learner_group/learner/rl_module": "the network's weights",
+    "env_runner": "the env runner's connector states, observation filters among them",
+}
+"""The folders of RLlib's state that `Algorithm.save_to_path` writes in every checkpoint, and what each holds."""
+
+
+def rllib_state_missing(checkpoint: Path) -> str | None:
+    """`has no ..., ...` when `checkpoint` lacks a part of RLlib's state (`RLLIB_PARTS`), else None. RLlib's
+    restore skips a part it does not find without a word: a checkpoint whose learner_group/ was lost (copied in
+    part) was evaluated and resumed with a fresh network, exit 0."""
+    for part, what in RLLIB_PARTS.items():
+        if not (checkpoint / part).is_dir():
+            return (f"has no {part} ({what}), which RLlib writes in every checkpoint: it is incomplete (copied or "
+                    "synced in part?), and RLlib would restore the rest without a word")
+    return None
+
+
 def read_state(checkpoint: Path) -> dict:
     """A checkpoint's raytrain state.
 
@@ -328,7 +346,7 @@ class RunFolder:
         """Complete checkpoints, oldest first, and one line for each checkpoint skipped as unreadable.
 
         Complete: a folder named exactly `checkpoint_<digits>` (never `.partial` nor `.deleting`) whose
-        state file reads as JSON with an integer iteration.
+        state file reads as JSON with an integer iteration, and that holds RLlib's parts (`rllib_state_missing`).
         """
         if not self.checkpoints_dir.is_dir():
             return [], []
@@ -341,6 +359,9 @@ class RunFolder:
                 state = read_state(path)
             except ValueError as exc:
                 skipped.append(f"warning: skipping checkpoint {path}: {exc}")
+                continue
+            if (incomplete := rllib_state_missing(path)) is not None:
+                skipped.append(f"warning: skipping checkpoint {path}: it {incomplete}")
                 continue
             found.append((state["iteration"], path.name, path))
         found.sort()

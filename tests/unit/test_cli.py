@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from raytrain.cli import app
+from raytrain.runs import RLLIB_PARTS
 
 runner = CliRunner()
 
@@ -523,6 +524,8 @@ def test_a_run_whose_env_module_is_not_importable_here_names_the_folder_it_was_s
     for folder in (run, checkpoint):
         (folder / "config.yaml").write_text(config)
     (checkpoint / "raytrain_state.json").write_text('{"iteration": 1}\n')
+    for part in RLLIB_PARTS:  # the folders RLlib writes (empty: nothing here loads them)
+        (checkpoint / part).mkdir(parents=True)
     (run / "command.txt").write_text(f"# 2026-11-29 09:36:57 in {start}\nraytrain train walk.yaml\n")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

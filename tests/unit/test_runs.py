@@ -4,6 +4,7 @@
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from typer.testing import CliRunner
 
 from raytrain.cli import app
 from raytrain.errors import ConfigError, UsageError
-from raytrain.runs import STAMP_PLACEHOLDER, STATE_FILE, MetricsWriter, RunFolder, experiment_dir
+from raytrain.runs import RLLIB_PARTS, STAMP_PLACEHOLDER, STATE_FILE, MetricsWriter, RunFolder, experiment_dir
 
 runner = CliRunner()
 
@@ -26,9 +27,11 @@ TINY = (
 )
 
 
-def _checkpoint(run: Path, name: str, iteration: int | None, state: str | None = None) -> Path:
+def _checkpoint(run: Path, name: str, iteration: int | None, state: str | None = None, rllib: bool = True) -> Path:
     path = run / "checkpoints" / name
     path.mkdir(parents=True)
+    for part in RLLIB_PARTS if rllib else ():  # the folders RLlib writes (empty: nothing here loads them)
+        (path / part).mkdir(parents=True)
     (path / "config.yaml").write_text("environment: {env: CartPole-v1}\n")
     if iteration is not None or state is not None:
         (path / STATE_FILE).write_text(state if state is not None else json.dumps({"iteration": iteration}))
@@ -469,7 +472,7 @@ def test_commit_checkpoint_renames_and_leaves_no_partial(run_dir):
 def test_commit_checkpoint_fsyncs_everything_before_the_rename(run_dir, monkeypatch):
     """A spy around the real os.fsync records which file or folder each call made durable, and when."""
     folder = RunFolder(run_dir)
-    partial = _checkpoint(run_dir, "checkpoint_000001.partial", 1)
+    partial = _checkpoint(run_dir, "checkpoint_000001.partial", 1, rllib=False)
     (partial / "learner_group" / "learner").mkdir(parents=True)
     (partial / "learner_group" / "learner" / "state.pkl").write_bytes(b"x")
     synced: list[str] = []
@@ -787,3 +790,30 @@ def test_resuming_a_sweeps_folder_names_the_command_that_continues_it(tmp_path):
             f"{path} is {what} of the sweep in {exp}, not a run folder of `raytrain train`: its trials go on with "
             f"`raytrain tune resume {exp}`; `raytrain train {exp / 'best.yaml'}` trains the best trial's config as a "
             f"new run, and `raytrain eval {path}` plays it")
+
+
+@pytest.mark.parametrize("lost", ["learner_group", "env_runner"])
+def test_a_checkpoint_missing_a_part_of_rllibs_state_is_passed_over_or_refused(run_dir, no_ray_start, lost):
+    """RLlib's restore skips a part it does not find without a word: `eval` of a checkpoint whose learner_group/ was
+    lost (copied in part) scored 8 with a fresh network, exit 0, and `train --resume` trained on from it. A run's
+    latest such checkpoint is passed over with a warning, as one with an unreadable state file is; named, exit 2."""
+    from raytrain import train_run
+
+    older = _checkpoint(run_dir, "checkpoint_000001", 1)
+    latest = _checkpoint(run_dir, "checkpoint_000002", 2)
+    shutil.rmtree(latest / lost)
+    _rows(run_dir, 2)
+    what = {"learner_group": "learner_group/learner/rl_module (the network's weights)",
+            "env_runner": "env_runner (the env runner's connector states, observation filters among them)"}[lost]
+    incomplete = (f"has no {what}, which RLlib writes in every checkpoint: it is incomplete (copied or synced in "
+                  "part?), and RLlib would restore the rest without a word")
+    assert RunFolder(run_dir).scan_checkpoints() == ([older], [f"warning: skipping checkpoint {latest}: it {incomplete}"])
+    lines: list[str] = []
+    assert train_run.prepare(None, [], resume=run_dir, notify=lines.append).checkpoint == older
+    assert f"warning: skipping checkpoint {latest}: it {incomplete}" in lines, lines
+    before = _snapshot(run_dir)
+    result = runner.invoke(app, ["eval", str(latest)])
+    assert result.exit_code == 2, result.output
+    assert f"error: {latest} {incomplete}: give a complete one, such as {older}" in " ".join(result.output.split()), \
+        result.output
+    assert _snapshot(run_dir) == before

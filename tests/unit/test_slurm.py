@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from raytrain.cli import app
 from raytrain.config.slurm import SlurmConfig, time_limit_seconds
+from raytrain.runs import RLLIB_PARTS
 from raytrain.slurm.script import Job, batch_script, sbatch_argv, sbatch_options
 
 runner = CliRunner()
@@ -368,6 +369,8 @@ def _run_folder(root: Path, checkpoints: dict[str, str | None], status: str | No
     (run / "config.yaml").write_text((root / "base.yaml").read_text())
     for name, state in checkpoints.items():
         (run / "checkpoints" / name).mkdir(parents=True)
+        for part in RLLIB_PARTS:  # the folders RLlib writes (empty: nothing here loads them)
+            (run / "checkpoints" / name / part).mkdir(parents=True)
         if state is not None:
             (run / "checkpoints" / name / "raytrain_state.json").write_text(state)
     if status:
