@@ -81,6 +81,8 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
             return latest
         raise UsageError(f"{path} is a run folder without a complete checkpoint (nothing to evaluate yet)")
     if (p / TUNE_CHECKPOINT).is_file() and _is_trial_dir(p.parent):
+        if (incomplete := rllib_state_missing(p)) is not None:
+            raise UsageError(f"{path} {incomplete}: give a complete one")
         return p
     if _is_trial_dir(p):
         trial = _tune_checkpoints(p)

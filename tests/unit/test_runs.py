@@ -336,6 +336,8 @@ def _sweep_trial(exp: Path, name: str, checkpoints: int, params: str | None = No
     for n in range(checkpoints):
         (trial / f"checkpoint_{n:06d}").mkdir()
         (trial / f"checkpoint_{n:06d}" / "rllib_checkpoint.json").write_text("{}")
+        for part in RLLIB_PARTS:  # the folders RLlib writes (empty: nothing here loads them)
+            (trial / f"checkpoint_{n:06d}" / part).mkdir(parents=True)
     return trial
 
 
@@ -366,6 +368,15 @@ def test_eval_of_a_trial_that_is_not_raytrains_exit_2(tmp_path, no_ray_start, pa
         result = runner.invoke(app, ["eval", str(target)])
         assert result.exit_code == 2, result.output
         assert "is not the params.json of a raytrain sweep's trial" in result.output and "Traceback" not in result.output
+
+
+def test_eval_of_a_sweep_trials_checkpoint_missing_a_part_of_rllibs_state_exits_2(tmp_path, no_ray_start):
+    trial = _sweep_trial(tmp_path / "exp", "t", 2)
+    shutil.rmtree(trial / "checkpoint_000001" / "learner_group")
+    result = runner.invoke(app, ["eval", str(trial / "checkpoint_000001")])
+    assert result.exit_code == 2, result.output
+    assert (f"{trial / 'checkpoint_000001'} has no learner_group/learner/rl_module (the network's weights), which RLlib "
+            "writes in every checkpoint") in " ".join(result.output.split()), result.output
 
 
 def test_eval_of_a_trial_or_sweep_without_checkpoints_says_so(tmp_path, no_ray_start):
