@@ -96,6 +96,7 @@ def prepare(
                              "checkpoint), then resume; nothing was changed")
         if warning:
             notify(warning)
+        refuse_moving(folder.path, overrides)
         source_name = str(file) if file is not None else str(folder.path / "config.yaml")
         try:
             if file is None:
@@ -175,6 +176,26 @@ def prepare(
         if (key := met_stop(row, cfg.stop)) is not None:
             finished = (key, str(stop_reached(row, cfg.stop)))
     return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir, loaded.source, finished)
+
+
+def refuse_moving(run: Path, overrides: list[str]) -> None:
+    """A resume's `--set experiment.name=...` or `experiment.storage_path=...`: the run stays in its folder, and the
+    new value, printed as applied, went into its config.yaml, which then named a place the run is not in.
+
+    Raises:
+        UsageError: such an override, exit 2.
+    """
+    from raytrain.config.source import parse_override
+    from raytrain.errors import UsageError
+
+    for text in overrides:
+        path, value = parse_override(text)
+        keys = [k for k in ("name", "storage_path") if path == ("experiment", k)
+                or path == ("experiment",) and isinstance(value, dict) and k in value]
+        if keys:
+            raise UsageError(f"--set {text}: a resumed run stays in its folder, {run}, so experiment.{keys[0]} cannot "
+                             "change: to train elsewhere, start a new run (raytrain train CONFIG.yaml), or copy the "
+                             "run folder there and resume the copy; nothing was changed")
 
 
 def _misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path) -> ConfigIssue | None:

@@ -215,7 +215,10 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     notices: list[str] = []
     if resume is not None:
         # The run stays where it is: Slurm's storage_path names where new runs go, not this one.
+        from raytrain.train_run import refuse_moving
+
         folder = RunFolder.open(resume)
+        refuse_moving(folder.path, overrides)
         checkpoint = folder.latest_checkpoint(on_skip=notices.append)
         if checkpoint is None:
             raise UsageError(f"{folder.path} has no complete checkpoint to resume from (checkpoints/checkpoint_<n>/ "

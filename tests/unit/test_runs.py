@@ -828,3 +828,19 @@ def test_a_checkpoint_missing_a_part_of_rllibs_state_is_passed_over_or_refused(r
     assert f"error: {latest} {incomplete}: give a complete one, such as {older}" in " ".join(result.output.split()), \
         result.output
     assert _snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("override", ["experiment.storage_path=/tmp/elsewhere_of_a_resume", "experiment.name=other"])
+def test_a_resume_told_to_move_its_run_is_refused(run_dir, no_ray_start, override):
+    """It printed the override as applied, trained on in the same folder, and wrote the new name or path into the
+    run's config.yaml, which then named a place the run is not in."""
+    _checkpoint(run_dir, "checkpoint_000001", 1)
+    _rows(run_dir, 1)
+    before = _snapshot(run_dir)
+    result = runner.invoke(app, ["train", "--resume", str(run_dir), "--set", override, "--set", "stop.training_iteration=5"])
+    assert result.exit_code == 2, result.output
+    key = override.partition("=")[0]
+    assert (f"--set {override}: a resumed run stays in its folder, {run_dir}, so {key} cannot change: to train "
+            "elsewhere, start a new run (raytrain train CONFIG.yaml), or copy the run folder there and resume the "
+            "copy; nothing was changed") in " ".join(result.output.split()), result.output
+    assert _snapshot(run_dir) == before and not Path("/tmp/elsewhere_of_a_resume").exists()

@@ -440,6 +440,10 @@ def test_train_resume_slurm_continues_that_run_folder(files):
     assert [p.name for p in other.iterdir()] == ["config.yaml"]
     result = runner.invoke(app, ["train", "--resume", str(run), "--slurm", str(path), "--address", "10.0.0.1:6379"])
     assert result.exit_code == 2 and "leave out --address and --cluster" in result.output
+    # Told to move: refused, as without --slurm (the job would have trained in the run folder anyway).
+    result = runner.invoke(app, ["train", "--resume", str(run), "--slurm", str(path), "--set", "experiment.name=x"])
+    assert result.exit_code == 2 and "a resumed run stays in its folder" in result.output, result.output
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.yaml"]
 
 
 def test_a_new_run_folder_that_exists_by_now_is_refused_before_sbatch(files, monkeypatch):
