@@ -55,9 +55,31 @@ class PBTConfig(SchedulerSettings):
             from raytrain.imports import resolve_import
 
             try:
-                resolve_import(self.custom_explore_fn)
+                fn = resolve_import(self.custom_explore_fn)
             except (ImportError, AttributeError, ValueError) as exc:
                 issue((self.key, "custom_explore_fn"), f"cannot import {self.custom_explore_fn!r}: {exc}")
+            else:
+                if (wrong := _not_one_argument(self.custom_explore_fn, fn)) is not None:
+                    issue((self.key, "custom_explore_fn"), wrong + (
+                        " (the trial's overrides, a mapping of dotted keys to values) and takes the mapping it returns: "
+                        "name a function of one argument"))
+
+
+def _not_one_argument(path: str, fn: Any) -> str | None:
+    """Why `fn` cannot be called as PBT calls an explore function, `fn(overrides)`, else None. Tune found out at the
+    first exploit, and ended the sweep with its traceback."""
+    import inspect
+
+    if inspect.isclass(fn) or not callable(fn):
+        return f"{path} is {'a class' if inspect.isclass(fn) else 'a ' + type(fn).__name__}, not a function: PBT calls it with one argument"
+    try:
+        signature = inspect.signature(fn)
+        signature.bind({})
+    except TypeError:
+        return f"{path} takes {signature.replace(return_annotation=inspect.Signature.empty)}, and PBT calls it with one argument"
+    except ValueError:  # no signature to read (a builtin): calling it tells
+        return None
+    return None
 
 
 class ExploreAdapter:

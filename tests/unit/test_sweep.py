@@ -347,6 +347,24 @@ def test_pbt_explore_fn_that_cannot_be_imported(sweep_file):
     assert "pbt.custom_explore_fn: cannot import 'no_such_module_xyz:f'" in errors(path)
 
 
+@pytest.mark.parametrize(("name", "said"), [
+    ("FACTOR", "explore_probe_fns:FACTOR is a float, not a function: PBT calls it with one argument"),
+    ("two", "explore_probe_fns:two takes (a, b), and PBT calls it with one argument"),
+    ("Explorer", "explore_probe_fns:Explorer is a class, not a function: PBT calls it with one argument"),
+])
+def test_pbt_explore_fn_that_is_not_a_function_of_one_argument_is_refused(sweep_file, tmp_path, monkeypatch, name,
+                                                                            said):
+    """Each passed the checks; at the first exploit Tune ended the sweep with its traceback (`TypeError: 'float'
+    object is not callable`), exit 1, and `tune status` showed the trials as PENDING at iteration 0."""
+    (tmp_path / "explore_probe_fns.py").write_text("FACTOR = 1.2\n\ndef two(a, b):\n    return a\n\n"
+                                                   "class Explorer:\n    def __init__(self, config):\n        pass\n")
+    monkeypatch.chdir(tmp_path)
+    path = sweep_file(f"search: {{algorithm: pbt}}\npbt: {{custom_explore_fn: 'explore_probe_fns:{name}', "
+                      "hyperparam_mutations: {training.lr: [0.001]}}\n")
+    assert (f"pbt.custom_explore_fn: {said} (the trial's overrides, a mapping of dotted keys to values) and takes the "
+            "mapping it returns: name a function of one argument") in " ".join(errors(path).split())
+
+
 def test_pb2_bounds_reach_the_scheduler(sweep_file):
     path = sweep_file("search: {algorithm: pb2, num_samples: 2}\npb2: {quantile_fraction: 0.5, synch: true, hyperparam_bounds: {training.lr: [0.0001, 0.01], training.gamma: [0.9, 0.99]}}\n")
     s = build_scheduler(plan(load_sweep(path))["scheduler"])
