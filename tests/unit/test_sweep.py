@@ -959,3 +959,16 @@ def test_the_shipped_sweeps_set_no_seed_their_trials_draw():
     for path in sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml")):
         if yaml.safe_load(path.read_text()).get("base"):
             load_sweep(path)
+
+
+def test_a_base_under_the_home_folder_is_found_by_tilde(tmp_path, monkeypatch):
+    """`base: ~/configs/base.yaml` was read as a folder named `~` beside the sweep file, as storage paths are not."""
+    home = tmp_path / "home"
+    (home / "configs").mkdir(parents=True)
+    (home / "configs" / "base.yaml").write_text(BASE)
+    monkeypatch.setenv("HOME", str(home))
+    sweep = tmp_path / "sweeps" / "s.yaml"
+    sweep.parent.mkdir()
+    sweep.write_text(f"base: ~/configs/base.yaml\nname: t\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n")
+    loaded = load_sweep(sweep)
+    assert loaded.base.source.file == str(home / "configs" / "base.yaml")
