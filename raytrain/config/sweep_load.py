@@ -326,8 +326,8 @@ def _asha_ends_trials(sweep: SweepConfig) -> bool:
 def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issue) -> LoadedConfig:
     """The base train config, with `set:` and the sweep's stop applied; raises ConfigError when it is invalid."""
     if sweep.base is not None:
-        written = Path(sweep.base).expanduser()  # ~/configs/base.yaml, as storage paths take it
-        base_path = (Path(path).parent / written).resolve()
+        given = Path(sweep.base).expanduser()  # ~/configs/base.yaml, as storage paths take it
+        base_path = (Path(path).parent / given).resolve()
         if base_path.is_dir():
             raise ConfigError([ConfigIssue(source.where(("base",)), "base",
                                            f"{base_path} is a folder: give the train config's file in it")])
@@ -344,7 +344,7 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
                 f"{base_path} is {what}, not a train config: give the train config (the file `raytrain train` "
                 "takes) that every trial starts from" + (f"; that sweep's own base is {own}" if isinstance(own, str) else ""),
             )])
-        shown = str(written) if written.is_absolute() else str(Path(path).parent / sweep.base)
+        shown = str(given) if given.is_absolute() else str(Path(path).parent / sweep.base)
         base_source.file = shown
         base_source.origins = {k: v.replace(str(base_path), shown) for k, v in base_source.origins.items()}
     else:
