@@ -32,6 +32,36 @@ Size = Annotated[int, Field(ge=1)]
 Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
 """NumPy seeds are 32-bit and RLlib adds the env runner's index (and 1,000,000 for evaluation) to the seed."""
 
+TORCH_INITIALIZERS = ("constant_", "dirac_", "eye_", "kaiming_normal_", "kaiming_uniform_", "normal_", "ones_",
+                      "orthogonal_", "sparse_", "trunc_normal_", "uniform_", "xavier_normal_", "xavier_uniform_", "zeros_")
+"""torch.nn.init's in-place initializers, the names RLlib takes for a layer's weights or biases (in any case)."""
+
+
+def _initializer(value: str) -> str:
+    """A name RLlib's `get_initializer_fn` takes for torch, else an error that says what to write: RLlib refused it
+    only when it built the network, once Ray had started."""
+    import difflib
+
+    name = value.lower()
+    if name in TORCH_INITIALIZERS:
+        return value
+    if name + "_" in TORCH_INITIALIZERS:
+        raise ValueError(f"torch's in-place initializer is {name}_, with a trailing _ (RLlib takes torch.nn.init's "
+                         f"in-place ones): write {name}_")
+    near = difflib.get_close_matches(name, TORCH_INITIALIZERS, n=1)
+    raise ValueError(f"not one of torch.nn.init's in-place initializers ({', '.join(TORCH_INITIALIZERS)})"
+                     + (f"; did you mean {near[0]}?" if near else ""))
+
+
+Initializer = Annotated[str, AfterValidator(_initializer)]
+
+
+def _layers(value: list[int] | None) -> list[int] | None:
+    if value is not None and not value:
+        raise ValueError("the encoder needs at least one layer, e.g. [64] (RLlib's own: [256, 256])")
+    return value
+
+
 NAME_RULE = "letters, digits and `_.-`, not starting with `.` or `-`, at most 100 characters"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
@@ -298,15 +328,15 @@ class ModelConfig(_Section):
     RLLIB_CALL = "rl_module"
     RLLIB_WITHIN = "model_config"
 
-    fcnet_hiddens: list[Size] | None = None
-    """Hidden layer sizes of the MLP encoder."""
+    fcnet_hiddens: Annotated[list[Size] | None, AfterValidator(_layers)] = None
+    """Hidden layer sizes of the MLP encoder (at least one)."""
     fcnet_activation: Activation | None = None
     """Activation of the MLP layers."""
-    fcnet_kernel_initializer: str | None = None
+    fcnet_kernel_initializer: Initializer | None = None
     """torch.nn.init function name for MLP weights, e.g. `orthogonal_`."""
     fcnet_kernel_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `fcnet_kernel_initializer`."""
-    fcnet_bias_initializer: str | None = None
+    fcnet_bias_initializer: Initializer | None = None
     """torch.nn.init function name for MLP biases, e.g. `zeros_`."""
     fcnet_bias_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `fcnet_bias_initializer`."""
@@ -316,11 +346,11 @@ class ModelConfig(_Section):
     """CNN encoder layers `[[out_channels, kernel, stride], ...]` for image observations."""
     conv_activation: Activation | None = None
     """Activation of the CNN layers."""
-    conv_kernel_initializer: str | None = None
+    conv_kernel_initializer: Initializer | None = None
     """torch.nn.init function name for CNN weights."""
     conv_kernel_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `conv_kernel_initializer`."""
-    conv_bias_initializer: str | None = None
+    conv_bias_initializer: Initializer | None = None
     """torch.nn.init function name for CNN biases."""
     conv_bias_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `conv_bias_initializer`."""
@@ -328,11 +358,11 @@ class ModelConfig(_Section):
     """Hidden layer sizes of the policy and value heads."""
     head_fcnet_activation: Activation | None = None
     """Activation of the head layers."""
-    head_fcnet_kernel_initializer: str | None = None
+    head_fcnet_kernel_initializer: Initializer | None = None
     """torch.nn.init function name for head weights."""
     head_fcnet_kernel_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `head_fcnet_kernel_initializer`."""
-    head_fcnet_bias_initializer: str | None = None
+    head_fcnet_bias_initializer: Initializer | None = None
     """torch.nn.init function name for head biases."""
     head_fcnet_bias_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `head_fcnet_bias_initializer`."""
@@ -354,11 +384,11 @@ class ModelConfig(_Section):
     """LSTM: feed the previous action."""
     lstm_use_prev_reward: bool | None = None
     """LSTM: feed the previous reward."""
-    lstm_kernel_initializer: str | None = None
+    lstm_kernel_initializer: Initializer | None = None
     """torch.nn.init function name for LSTM weights."""
     lstm_kernel_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `lstm_kernel_initializer`."""
-    lstm_bias_initializer: str | None = None
+    lstm_bias_initializer: Initializer | None = None
     """torch.nn.init function name for LSTM biases."""
     lstm_bias_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `lstm_bias_initializer`."""
@@ -366,11 +396,11 @@ class ModelConfig(_Section):
     """Multi-input (Dict) observations: hidden sizes of the net that fuses the per-input encodings."""
     fusionnet_activation: Activation | None = None
     """Activation of the fusion net."""
-    fusionnet_kernel_initializer: str | None = None
+    fusionnet_kernel_initializer: Initializer | None = None
     """torch.nn.init function name for fusion-net weights."""
     fusionnet_kernel_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `fusionnet_kernel_initializer`."""
-    fusionnet_bias_initializer: str | None = None
+    fusionnet_bias_initializer: Initializer | None = None
     """torch.nn.init function name for fusion-net biases."""
     fusionnet_bias_initializer_kwargs: dict[str, Any] | None = None
     """Keyword arguments for `fusionnet_bias_initializer`."""

@@ -1162,3 +1162,30 @@ def test_an_env_module_with_a_syntax_error_is_a_config_error_at_its_file_and_lin
     (msg,) = errors_of(path)
     assert msg == (f"{path}:1: environment.env: cannot import module 'syntax_broken_env': syntax_broken_env.py:2: "
                    "SyntaxError: expected ':' (class E(gym.Env))")
+
+
+@pytest.mark.parametrize(("model", "said"), [
+    # Each passed `config validate` and `--dry-run`, then `raytrain train` ended once Ray had started with
+    # `error: ValueError: Not an in-place initializer ...`, `Unknown initializer name`, or `IndexError: list index
+    # out of range`, exit 1.
+    ("fcnet_kernel_initializer: orthogonal", "model.fcnet_kernel_initializer: torch's in-place initializer is "
+     "orthogonal_, with a trailing _ (RLlib takes torch.nn.init's in-place ones): write orthogonal_ (got 'orthogonal')"),
+    ("head_fcnet_bias_initializer: zero_", "model.head_fcnet_bias_initializer: not one of torch.nn.init's in-place "
+     "initializers (constant_, dirac_, eye_, kaiming_normal_, kaiming_uniform_, normal_, ones_, orthogonal_, sparse_, "
+     "trunc_normal_, uniform_, xavier_normal_, xavier_uniform_, zeros_); did you mean zeros_? (got 'zero_')"),
+    ("fcnet_hiddens: []", "model.fcnet_hiddens: the encoder needs at least one layer, e.g. [64] (RLlib's own: "
+     "[256, 256]) (got [])"),
+])
+def test_a_model_setting_rllib_refuses_when_it_builds_the_network_exits_2_at_its_line(write_yaml, model, said):
+    path = write_yaml(f"environment: {{env: CartPole-v1}}\nmodel:\n  {model}\n")
+    (msg,) = errors_of(path)
+    assert msg == f"{path}:3: {said}"
+
+
+def test_the_initializers_raytrain_knows_are_torchs_in_place_ones():
+    import torch.nn.init
+
+    from raytrain.config.schema import TORCH_INITIALIZERS
+
+    assert TORCH_INITIALIZERS == tuple(sorted(n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")
+                                              and callable(getattr(torch.nn.init, n))))
