@@ -67,7 +67,11 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
     p = absolute(path)
     if p.name.endswith((".partial", ".deleting")):
         raise UsageError(f"{path} is an incomplete checkpoint (being written or deleted, or abandoned); give a complete one")
+    copied_in_part = "it is incomplete (copied or synced in part?): give a complete one"
     if (p / STATE_FILE).is_file():
+        if not (p / "config.yaml").is_file() and not _is_trial_dir(p.parent):
+            raise UsageError(f"{path} has no config.yaml (the run's config, which raytrain writes in every checkpoint): "
+                             + copied_in_part)
         if (incomplete := rllib_state_missing(p)) is None:
             return p
         run = RunFolder(p.parent.parent) if p.parent.name == "checkpoints" else None
@@ -75,6 +79,9 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         raise UsageError(f"{path} {incomplete}: give a complete one" + (f", such as {other}" if other else ""))
     if RunFolder(p.parent).checkpoints_dir == p and (p.parent / "config.yaml").is_file():
         p = p.parent  # a run's checkpoints folder: the run, its latest checkpoint
+    if (p / "config.yaml").is_file() and (p / TUNE_CHECKPOINT).is_file() and not (p / "checkpoints").exists():
+        raise UsageError(f"{path} is a checkpoint without its {STATE_FILE} (raytrain writes it last, in every "
+                         f"checkpoint): {copied_in_part}")
     if (p / "config.yaml").is_file():
         latest = RunFolder(p).latest_checkpoint(on_skip)
         if latest is not None:

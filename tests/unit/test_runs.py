@@ -844,3 +844,22 @@ def test_a_resume_told_to_move_its_run_is_refused(run_dir, no_ray_start, overrid
             "elsewhere, start a new run (raytrain train CONFIG.yaml), or copy the run folder there and resume the "
             "copy; nothing was changed") in " ".join(result.output.split()), result.output
     assert _snapshot(run_dir) == before and not Path("/tmp/elsewhere_of_a_resume").exists()
+
+
+@pytest.mark.parametrize(("lost", "said"), [
+    # It said ".../params.json is not the params.json of a raytrain sweep's trial", of a file that does not exist.
+    ("config.yaml", "has no config.yaml (the run's config, which raytrain writes in every checkpoint): it is incomplete "
+                    "(copied or synced in part?): give a complete one"),
+    # It said "... is a run folder without a complete checkpoint".
+    (STATE_FILE, f"is a checkpoint without its {STATE_FILE} (raytrain writes it last, in every checkpoint): it is "
+                 "incomplete (copied or synced in part?): give a complete one"),
+])
+def test_eval_of_a_checkpoint_copied_in_part_says_what_it_lacks(run_dir, no_ray_start, tmp_path, lost, said):
+    checkpoint = _checkpoint(run_dir, "checkpoint_000001", 1)
+    (checkpoint / "rllib_checkpoint.json").write_text("{}")
+    copy = tmp_path / "mycp"
+    shutil.copytree(checkpoint, copy)
+    (copy / lost).unlink()
+    result = runner.invoke(app, ["eval", str(copy)])
+    assert result.exit_code == 2, result.output
+    assert f"error: {copy} {said}" in " ".join(result.output.split()), result.output
