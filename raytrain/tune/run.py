@@ -131,7 +131,12 @@ def release_driver(exp_dir: Path) -> None:
 def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
     exp_dir = loaded.experiment_dir
     exp_dir.mkdir(parents=True, exist_ok=True)
-    (exp_dir / SWEEP_FILE).write_text(yaml.safe_dump(loaded.sweep.model_dump(mode="json", exclude_none=True), sort_keys=False))
+    from raytrain.tune.jobs import job_sweep
+
+    # Runs as it is, from here (the base config embedded, `set:` applied): a relative `base:` named a file beside
+    # the sweep file, which is not here.
+    (exp_dir / SWEEP_FILE).write_text(f"# raytrain tune: the sweep {loaded.name} as it ran, base config embedded\n"
+                                      + yaml.safe_dump(job_sweep(loaded), sort_keys=False))
     meta = {
         "name": loaded.name,
         "algorithm": loaded.sweep.search.algorithm,

@@ -972,3 +972,16 @@ def test_a_base_under_the_home_folder_is_found_by_tilde(tmp_path, monkeypatch):
     sweep.write_text(f"base: ~/configs/base.yaml\nname: t\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n")
     loaded = load_sweep(sweep)
     assert loaded.base.source.file == str(home / "configs" / "base.yaml")
+
+
+def test_the_experiment_folders_copy_of_the_sweep_runs_as_it_is(sweep_file, tmp_path):
+    """It kept `base: base.yaml`, relative to the sweep file's folder: `raytrain config validate EXP/sweep.yaml` and
+    `tune --dry-run` said "base: no such file: EXP/base.yaml"."""
+    from raytrain.tune.run import _write_meta
+
+    loaded = load_sweep(sweep_file("name: kept\nsearch: {algorithm: random, num_samples: 2}\nset: {training.lr: 0.002}\n"
+                                   "space: {training.gamma: {distribution: uniform, low: 0.9, high: 0.99}}\n"))
+    exp = _write_meta(loaded, plan(loaded), ["raytrain", "tune", "sweep.yaml"])
+    again = load_sweep(exp / "sweep.yaml")
+    assert again.base.config == loaded.base.config and again.sweep.space == loaded.sweep.space
+    assert again.name == "kept"
