@@ -329,6 +329,22 @@ def status(
     if not trials:
         out.print(f"no trial of {experiment_dir} has started yet: Tune has saved no trial (a sweep starting, or "
                   "stopped before its first trial)", markup=False)
+    unfinished = [t for t in trials if t.status in ("RUNNING", "PENDING", "PAUSED")]
+    if unfinished and _not_driven(experiment_dir):
+        out.print(f"the sweep is not running: {len(unfinished)} of {len(trials)} trials had not finished (their status "
+                  f"is as Tune last saved it); continue it with `raytrain tune resume "
+                  f"{shlex.quote(str(experiment_dir))}`", markup=False)
+
+
+def _not_driven(exp_dir: Path) -> bool:
+    """Whether no driver runs the sweep in `exp_dir`: none recorded, or the one recorded has ended on this machine
+    (one on another machine, a submitted sweep's on its cluster's head, cannot be told from here)."""
+    from raytrain.runs import process_now
+    from raytrain.tune.run import DRIVER_FILE, driver_record
+
+    record = driver_record(exp_dir)
+    busy, elsewhere = process_now(record, exp_dir / DRIVER_FILE, "the sweep's driver runs", "")
+    return not busy and not elsewhere
 
 
 @app.command("plot")

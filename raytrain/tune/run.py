@@ -80,7 +80,7 @@ DRIVER_FILE = "driver.json"
 """The process that runs the sweep now (`pid`, `host`, `started`): written while it runs, removed when it ends."""
 
 
-def _driver(exp_dir: Path) -> dict:
+def driver_record(exp_dir: Path) -> dict:
     """What `driver.json` records of the sweep's driver; {} where there is none or it cannot be read."""
     try:
         record = json.loads((exp_dir / DRIVER_FILE).read_text())
@@ -107,7 +107,7 @@ def _driving(exp_dir: Path) -> Iterator[None]:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
-        busy, _ = process_now(_driver(exp_dir), path, "", "")
+        busy, _ = process_now(driver_record(exp_dir), path, "", "")
         if busy:
             raise SweepError(f"{exp_dir} is taken by another driver, {busy}, that chose it at the same time: run "
                              "the sweep again (it then takes the next free name) or give it --name; nothing was "
@@ -124,7 +124,7 @@ def _driving(exp_dir: Path) -> Iterator[None]:
 
 def release_driver(exp_dir: Path) -> None:
     """Remove `driver.json` where it names this process: the sweep's driver is ending."""
-    if _driver(exp_dir).get("pid") == os.getpid():
+    if driver_record(exp_dir).get("pid") == os.getpid():
         (exp_dir / DRIVER_FILE).unlink(missing_ok=True)
 
 
@@ -271,7 +271,7 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     # Absolute: Tune reads the folder through pyarrow, which takes a relative path for a URI without a scheme.
     exp_dir = Path(exp_dir).expanduser().resolve()
     meta = read_meta(exp_dir)
-    busy, warning = process_now(_driver(exp_dir), exp_dir / DRIVER_FILE,
+    busy, warning = process_now(driver_record(exp_dir), exp_dir / DRIVER_FILE,
                                 "the sweep's driver runs", "two drivers of one sweep stop each other's trials")
     if busy:
         raise UsageError(f"{exp_dir} is being run right now, by {busy}: two drivers of one sweep stop each other's "

@@ -722,3 +722,24 @@ def test_a_run_folder_or_a_trial_given_for_an_experiment_names_what_takes_it(tmp
                                                                  "a trial's checkpoint")):
         assert f"error: {target} is {what} of the sweep in {exp}: give its experiment folder, {exp}" in said[target], said[target]
     assert listing(tmp_path) == before and not ray_started()
+
+
+def test_status_of_a_stopped_sweep_says_it_is_not_running_and_how_to_continue_it(sweep, tmp_path):
+    """Its trials showed RUNNING, as Tune saved them when Ctrl-C stopped the sweep, with no word that nothing runs."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    exp = _experiment_with_trials(sweep, ["RUNNING", "TERMINATED"])
+    said = " ".join(invoke("tune", "status", str(exp)).output.split())
+    assert (f"the sweep is not running: 1 of 2 trials had not finished (their status is as Tune last saved it); "
+            f"continue it with `raytrain tune resume {exp}`") in said, said
+    # While its driver runs (a process named like one stands in for it), nothing more is said.
+    driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "raytrain"])
+    try:
+        (exp / "driver.json").write_text(json.dumps({"pid": driver.pid, "host": socket.gethostname(), "started": "now"}))
+        assert "not running" not in invoke("tune", "status", str(exp)).output
+    finally:
+        driver.kill()
+        driver.wait()
