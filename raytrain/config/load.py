@@ -59,6 +59,40 @@ _RLLIB_EXPERIMENT_NAMES = {
 of a train config, and where raytrain writes each."""
 
 
+_STEPS = "stop: {num_env_steps_sampled_lifetime: N}"
+_SB3_NAMES = {
+    "learning_rate": "training.lr",
+    "n_steps": "training.train_batch_size| (SB3's n_steps times n_envs: the env steps of one update)",
+    "batch_size": "training.minibatch_size",
+    "n_epochs": "training.num_epochs",
+    "gae_lambda": "training.lambda",
+    "clip_range": "training.clip_param",
+    "clip_range_vf": "training.vf_clip_param",
+    "ent_coef": "training.entropy_coeff",
+    "vf_coef": "training.vf_loss_coeff",
+    "max_grad_norm": "training.grad_clip",
+    "target_kl": "training.kl_target| (with training.use_kl_loss: true)",
+    "n_envs": "env_runners.num_envs_per_env_runner",
+    "num_envs": "env_runners.num_envs_per_env_runner",
+    "n_timesteps": _STEPS,
+    "total_timesteps": _STEPS,
+    "net_arch": "model.fcnet_hiddens",
+    "activation_fn": "model.fcnet_activation",
+    "policy_kwargs": "model| (net_arch: fcnet_hiddens, activation_fn: fcnet_activation)",
+    "policy": "the default network| (model: its layers)",
+}
+"""stable-baselines3's PPO arguments (and RL Baselines3 Zoo's hyperparameter files, which write them flat), and where
+raytrain writes each (`|` before a note): unknown keys that said nothing, or named a wrong nearest key (clip_range_vf:
+clip_param)."""
+
+
+def _sb3_hint(key: str) -> str:
+    if key not in _SB3_NAMES:
+        return ""
+    target, _, note = _SB3_NAMES[key].partition("|")
+    return f"; stable-baselines3's {key} is {target} here{note}"
+
+
 def _stray_section_hint(key: str, value: Any, model: type[BaseModel] = RaytrainConfig, where: str | None = None) -> str:
     """Where a key written at the top level of a file of `model` goes: `; it belongs in the 'experiment' section
     (...)` for a key of one of its sections, a sweep's `set:` for a train config's setting, and what a section of
@@ -337,12 +371,12 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
         elif kind == "extra_forbidden":
             key = loc[-1]
             if len(loc) == 1:
-                hint = _stray_section_hint(key, _lookup(source.data, loc)) or _nearest(
+                hint = _stray_section_hint(key, _lookup(source.data, loc)) or _sb3_hint(key) or _nearest(
                     key, [*SECTIONS, "stop", *aliases.SECTION_ALIASES])
                 msg = f"unknown section{hint or '; valid sections: ' + ', '.join([*SECTIONS, 'stop'])}"
             elif len(loc) == 2 and loc[0] in SECTIONS:
                 candidates = section_keys(loc[0]) + _old_names_for(loc[0])
-                hint = _nearest(key, candidates)
+                hint = _sb3_hint(key) or _nearest(key, candidates)
                 other = [s for s in SECTIONS if s != loc[0] and key in section_keys(s)]
                 if other:
                     hint = f"; it belongs in the '{other[0]}' section"

@@ -1189,3 +1189,28 @@ def test_the_initializers_raytrain_knows_are_torchs_in_place_ones():
 
     assert TORCH_INITIALIZERS == tuple(sorted(n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")
                                               and callable(getattr(torch.nn.init, n))))
+
+
+@pytest.mark.parametrize(("key", "said"), [
+    # Each said only "unknown key (see raytrain config schema ...)", "unknown section; valid sections: ...", or a
+    # wrong nearest name (clip_range_vf: 'clip_param'; num_envs: 'num_epochs').
+    ("learning_rate", "stable-baselines3's learning_rate is training.lr here"),
+    ("n_steps", "stable-baselines3's n_steps is training.train_batch_size here (SB3's n_steps times n_envs: the env "
+                "steps of one update)"),
+    ("max_grad_norm", "stable-baselines3's max_grad_norm is training.grad_clip here"),
+    ("clip_range_vf", "stable-baselines3's clip_range_vf is training.vf_clip_param here"),
+    ("n_envs", "stable-baselines3's n_envs is env_runners.num_envs_per_env_runner here"),
+    ("num_envs", "stable-baselines3's num_envs is env_runners.num_envs_per_env_runner here"),
+    ("n_timesteps", "stable-baselines3's n_timesteps is stop: {num_env_steps_sampled_lifetime: N} here"),
+    ("total_timesteps", "stable-baselines3's total_timesteps is stop: {num_env_steps_sampled_lifetime: N} here"),
+    ("net_arch", "stable-baselines3's net_arch is model.fcnet_hiddens here"),
+    ("policy_kwargs", "stable-baselines3's policy_kwargs is model here (net_arch: fcnet_hiddens, activation_fn: "
+                      "fcnet_activation)"),
+    ("policy", "stable-baselines3's policy is the default network here (model: its layers)"),
+])
+@pytest.mark.parametrize("where", ["top", "training"])
+def test_stable_baselines3_names_are_told_raytrains(write_yaml, key, said, where):
+    """RL Baselines3 Zoo's hyperparameter files write them flat; SB3's PPO(...) takes them as arguments."""
+    body = f"{key}: 1\n" if where == "top" else f"training: {{{key}: 1}}\n"
+    (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\n" + body))
+    assert msg.endswith(f"; {said}"), msg
