@@ -350,6 +350,16 @@ def first_misfit(old: Shapes, new: Shapes) -> tuple[str, str, str]:
     return param, _shape(old.get(param)), _shape(new.get(param))
 
 
+def _shapes_first(key: str) -> int:
+    """The changed key a misfit is blamed on, by what it changes: the network's own settings (model.*) first, then
+    the env and what makes its spaces, then the rest (environment.normalize_actions changes no shape)."""
+    if key.startswith("model."):
+        return 0
+    if key in ("environment.env", "environment.env_config", "env_runners.flatten_observations"):
+        return 1
+    return 2
+
+
 def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved: RaytrainConfig) -> ConfigIssue | None:
     """An issue at the changed key when the network `cfg` builds cannot take `checkpoint`'s weights, else None.
 
@@ -365,7 +375,9 @@ def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved:
     if old is None or new is None or old == new:
         return None
     param, saved_shape, built_shape = first_misfit(old, new)
-    key = next((k for k in changed if (source.where(k.split(".")) or "").startswith("--set ")), next(iter(changed)))
+    order = list(changed)
+    key = min(order, key=lambda k: (_shapes_first(k), not (source.where(k.split(".")) or "").startswith("--set "),
+                                    order.index(k)))
     was, value = changed[key]
     others = [k for k in changed if k != key]
     return ConfigIssue(

@@ -194,6 +194,16 @@ def test_a_resume_whose_network_does_not_fit_the_checkpoint_is_refused_before_ra
             assert f"error: --set {override}: {key}: the checkpoint's network does not fit" in refused.output
             assert "checkpoint_000002" in refused.output and "start a new run" in refused.output
             assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+        # A config file with a network setting and another changed: the network's is blamed (it was the first
+        # changed in schema order, environment.normalize_actions, at a line that did not write it).
+        other = path.with_name("other.yaml")
+        other.write_text(path.read_text().replace("{env: CartPole-v1}", "{env: CartPole-v1, normalize_actions: false}")
+                         .replace("fcnet_hiddens: [16]", "fcnet_hiddens: [8]"))
+        refused = invoke(["train", str(other), "--resume", str(run), "--set", "stop.training_iteration=3"])
+        assert refused.exit_code == 2, refused.output
+        said = " ".join(refused.output.split())
+        assert f"error: {other}:" in said and ": model.fcnet_hiddens: the checkpoint's network does not fit" in said, said
+        assert "also changed: environment.normalize_actions" in said, said
     same_spaces = invoke(["train", "--resume", str(run), "--set", "environment.env=CartPole-v0", "--set", "stop.training_iteration=3"])
     assert same_spaces.exit_code == 0, same_spaces.output
 
