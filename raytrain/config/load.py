@@ -621,6 +621,20 @@ def _check_stop(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
     return issues
 
 
+_RLLIB_DEFAULTED = ("environment", "env_runners", "training", "model", "learners", "resources", "evaluation")
+"""The sections whose unset settings take RLlib's defaults (experiment's null seed means no seed)."""
+
+
+def _no_values(source: Source) -> list[str]:
+    """A warning for each setting of an RLlib section written with no value: YAML reads `lr:` as null, which
+    leaves the setting unset, and RLlib's default applied without a word."""
+    return [config_warning(source.where((section, key)), f"{section}.{key}", (
+                "has no value (YAML reads an empty value as null), so RLlib's default applies: write a value, or leave "
+                "the key out"))
+            for section in _RLLIB_DEFAULTED if isinstance(values := source.data.get(section), dict)
+            for key, value in values.items() if value is None]
+
+
 def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue], list[str]]:
     issues: list[ConfigIssue] = []
     warnings: list[str] = []
@@ -716,6 +730,7 @@ def load_source(source: Source, overrides: list[str] | None = None) -> LoadedCon
         raise ConfigError(pydantic_issues(exc, source)) from None
     issues = _check_env(cfg, source) + _check_stop(cfg, source)
     cross_issues, warnings = _cross_checks(cfg, source)
+    warnings = _no_values(source) + warnings
     issues += cross_issues
     if issues:
         raise ConfigError(issues)

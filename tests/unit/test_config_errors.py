@@ -1214,3 +1214,16 @@ def test_stable_baselines3_names_are_told_raytrains(write_yaml, key, said, where
     body = f"{key}: 1\n" if where == "top" else f"training: {{{key}: 1}}\n"
     (msg,) = errors_of(write_yaml("environment: {env: CartPole-v1}\n" + body))
     assert msg.endswith(f"; {said}"), msg
+
+
+def test_a_setting_written_with_no_value_is_warned_of(write_yaml):
+    """`lr:` with nothing after it (an edit left unfinished) is YAML's null, and RLlib's default applied unsaid."""
+    path = write_yaml("environment: {env: CartPole-v1}\ntraining:\n  lr:\n  gamma: 0.99\nmodel: {fcnet_hiddens: }\n")
+    loaded = load_config(path)
+    assert loaded.warnings == [
+        f"warning: {path}:3: training.lr: has no value (YAML reads an empty value as null), so RLlib's default applies: "
+        "write a value, or leave the key out",
+        f"warning: {path}:5: model.fcnet_hiddens: has no value (YAML reads an empty value as null), so RLlib's default "
+        "applies: write a value, or leave the key out",
+    ]
+    assert load_config(write_yaml("environment: {env: CartPole-v1}\nexperiment: {seed: null}\n")).warnings == []
