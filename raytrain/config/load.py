@@ -249,6 +249,28 @@ _OTHER_SEARCHERS = {"hyperopt", "bayesopt", "bohb", "hyperband", "ax", "nevergra
 """Ray Tune's search algorithms and schedulers that raytrain does not offer."""
 
 
+_DISTRIBUTIONS = ("uniform", "loguniform", "quniform", "randint", "choice", "grid")
+
+
+def _distribution_hint(entry: Any) -> str:
+    """For a space entry without a `distribution:` raytrain has: Tune's `grid_search` form, a near name
+    (`log_uniform`), or the name under another key (`type:`)."""
+    import difflib
+
+    if not isinstance(entry, dict):
+        return ""
+    if isinstance(values := entry.get("grid_search"), list) and len(entry) == 1:
+        return f"; Tune's grid_search is written {{distribution: grid, values: {json.dumps(values, default=str)}}} here"
+    given = entry.get("distribution")
+    if isinstance(given, str):
+        near = difflib.get_close_matches(given.lower().replace("_", ""), _DISTRIBUTIONS, n=1)
+        return f"; did you mean {near[0]}? (got {given!r})" if near else ""
+    for key in ("type", "dist", "kind", "sampler"):
+        if isinstance(named := entry.get(key), str) and named.lower() in _DISTRIBUTIONS:
+            return f"; write distribution: {named.lower()} (got {key}: {named})"
+    return ""
+
+
 def _choice_hint(path: str, err: Any) -> str:
     """For a text that is not one of a setting's choices: the choice it is in another case (`PBT`), or, for
     search.algorithm, what raytrain offers in place of another of Tune's searchers."""
@@ -402,7 +424,8 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
             if path == "environment":
                 msg = "is required: add `environment: {env: CartPole-v1}` (a Gymnasium id or 'pkg.module:Class')"
         elif kind in ("union_tag_invalid", "union_tag_not_found") and "distribution" in str(err.get("ctx", {})):
-            msg = "a distribution needs `distribution:` one of uniform, loguniform, quniform, randint, choice, grid"
+            msg = ("a distribution needs `distribution:` one of uniform, loguniform, quniform, randint, choice, grid"
+                   + _distribution_hint(err.get("input")))
         elif kind == "model_attributes_type" and len(loc) == 2 and loc[0] == "space":
             # A sweep's space entry written as its values alone (`training.lr: [0.001, 0.002]`) or as one value.
             value = err.get("input")

@@ -985,3 +985,17 @@ def test_the_experiment_folders_copy_of_the_sweep_runs_as_it_is(sweep_file, tmp_
     again = load_sweep(exp / "sweep.yaml")
     assert again.base.config == loaded.base.config and again.sweep.space == loaded.sweep.space
     assert again.name == "kept"
+
+
+@pytest.mark.parametrize(("entry", "said"), [
+    # Each said only "a distribution needs `distribution:` one of uniform, loguniform, ...".
+    ("{grid_search: [0.001, 0.01]}", "Tune's grid_search is written {distribution: grid, values: [0.001, 0.01]} here"),
+    ("{distribution: log_uniform, low: 0.0001, high: 0.01}", "did you mean loguniform? (got 'log_uniform')"),
+    ("{distribution: LogUniform, low: 0.0001, high: 0.01}", "did you mean loguniform? (got 'LogUniform')"),
+    ("{type: uniform, low: 0.0001, high: 0.01}", "write distribution: uniform (got type: uniform)"),
+])
+def test_a_distribution_in_another_form_is_told_raytrains(sweep_file, entry, said):
+    path = sweep_file(f"name: d\nsearch: {{algorithm: random, num_samples: 2}}\nspace:\n  training.lr: {entry}\n")
+    text = " ".join(errors(path).split())
+    assert (f"space.training.lr: a distribution needs `distribution:` one of uniform, loguniform, quniform, randint, "
+            f"choice, grid; {said}") in text, text
