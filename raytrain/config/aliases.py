@@ -114,14 +114,17 @@ def normalize(source: Source) -> list[str]:
             if replaces_base and not isinstance(target[key], dict):
                 extra = f" (it replaces {section}.{key}: {target[key]}, as it did in old RLlib)"
             else:
-                issues.append(
-                    ConfigIssue(
-                        source.where(old_path),
-                        ".".join(old_path),
-                        f"is {'RLlib' + chr(39) + 's' if old_path[-1] in RLLIB_SPELLINGS else 'the old'} name of {section}.{key}, "
-                        f"which is also set; keep only {section}.{key}",
-                    )
-                )
+                named = f"is {'RLlib' + chr(39) + 's' if old_path[-1] in RLLIB_SPELLINGS else 'the old'} name of {section}.{key}"
+                where, there = source.where(old_path) or "", source.where((section, key)) or ""
+                if where.startswith("--set ") and not there.startswith("--set "):
+                    # An override of what the file sets: the override that works, under the new name.
+                    given, _, raw = where.removeprefix("--set ").partition("=")
+                    value_text = raw if given.split(".")[-1] == old_path[-1] else "..."
+                    said = (f"{named}, which {there} sets; override it under its own name: "
+                            f"--set {section}.{key}={value_text}")
+                else:
+                    said = f"{named}, which is also set; keep only {section}.{key}"
+                issues.append(ConfigIssue(where or None, ".".join(old_path), said))
                 return
         notices.append((source.where(old_path), _notice(source, old_path, f"{section}.{key}", extra)))
         target[key] = value

@@ -187,3 +187,14 @@ def test_rllibs_current_name_is_not_called_old(write_yaml):
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert "train_batch_size_per_learner: is RLlib's name of training.train_batch_size, which is also set" in str(info.value)
+
+
+def test_an_old_name_in_an_override_of_a_key_the_file_sets_is_told_the_override_that_works(write_yaml):
+    """`--set rollouts.num_rollout_workers=1` where the file sets env_runners.num_env_runners was told "keep only
+    env_runners.num_env_runners", as if both were written in the file."""
+    path = write_yaml("environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 2}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, ["rollouts.num_rollout_workers=1"])
+    assert str(info.value) == ("--set rollouts.num_rollout_workers=1: env_runners.num_rollout_workers: is the old name "
+                               f"of env_runners.num_env_runners, which {path}:2 sets; override it under its own name: "
+                               "--set env_runners.num_env_runners=1")
