@@ -146,6 +146,12 @@ def prepare(
     calls = rllib_calls(cfg)
     if not cfg.stop:
         notify("warning: no stop criteria: training runs until Ctrl-C")
+    if not cfg.experiment.checkpoint_frequency and not cfg.experiment.checkpoint_at_end:
+        notify(config_warning(
+            loaded.source.where(("experiment", "checkpoint_at_end")), "experiment.checkpoint_at_end",
+            "false with experiment.checkpoint_frequency 0: the run writes no checkpoint at all (none along the way, at "
+            "its end or on Ctrl-C), so there is nothing to resume or evaluate; set checkpoint_at_end: true (the default) "
+            "or a frequency"))
     if cfg.resources.placement_strategy is not None:
         notify(config_warning(
             loaded.source.where(("resources", "placement_strategy")), "resources.placement_strategy",

@@ -863,3 +863,19 @@ def test_eval_of_a_checkpoint_copied_in_part_says_what_it_lacks(run_dir, no_ray_
     result = runner.invoke(app, ["eval", str(copy)])
     assert result.exit_code == 2, result.output
     assert f"error: {copy} {said}" in " ".join(result.output.split()), result.output
+
+
+def test_a_train_config_that_writes_no_checkpoint_at_all_is_warned_of(tmp_path, no_ray_start):
+    """checkpoint_frequency: 0 and checkpoint_at_end: false: no checkpoint along the way, at the end or on Ctrl-C,
+    so nothing to resume or evaluate; it was taken without a word."""
+    from raytrain import train_run
+
+    path = tmp_path / "none.yaml"
+    path.write_text(TINY.format(storage=tmp_path / "results").replace(
+        "experiment: {", "experiment: {checkpoint_frequency: 0, checkpoint_at_end: false, "))
+    lines: list[str] = []
+    train_run.prepare(path, [], notify=lines.append)
+    assert [line for line in lines if "no checkpoint" in line] == [
+        f"warning: {path}:1: experiment.checkpoint_at_end: false with experiment.checkpoint_frequency 0: the run "
+        "writes no checkpoint at all (none along the way, at its end or on Ctrl-C), so there is nothing to resume or "
+        "evaluate; set checkpoint_at_end: true (the default) or a frequency"]
