@@ -114,7 +114,9 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         # storage_path itself: one level above what eval takes.
         shown = [f"{e.name} ({e.what})" for e in found]
         done = [e for e in found if e.finished]
-        example = f", the newest being `raytrain eval {Path(path) / newest(done).name}`" if done else ""
+        last = newest(done) if done else None
+        target = Path(path) / last.name / (last.latest_run or "") if last is not None else None
+        example = f", the newest being `raytrain eval {target}`" if target is not None else ""
         raise UsageError(f"{path} is a storage path of {some_of(shown, 'experiment')}: give one{example}")
     raise UsageError(f"{path} is not a raytrain checkpoint (no {STATE_FILE}), a sweep trial's checkpoint, nor a run, "
                      "trial or experiment folder with checkpoints")

@@ -52,6 +52,10 @@ class StoredExperiment:
     finished: bool
     """A sweep with its leaderboard (every train experiment counts as finished)."""
     mtime: float
+    """When it last changed: a sweep's folder's; a train experiment's newest run folder's (`--dry-run`'s write probe
+    touches the experiment folder itself)."""
+    latest_run: str | None = None
+    """A train experiment's newest run folder, by name (its start time)."""
 
     @property
     def what(self) -> str:
@@ -74,8 +78,9 @@ def experiments_in(storage: Path) -> list[StoredExperiment]:
             finished = (folder / LEADERBOARD_FILE).is_file()
             if finished or (folder / META_FILE).is_file():
                 found.append(StoredExperiment(folder.name, 0, finished, folder.stat().st_mtime))
-            elif folder.is_dir() and (runs := len(run_folder_names(folder))):
-                found.append(StoredExperiment(folder.name, runs, True, folder.stat().st_mtime))
+            elif folder.is_dir() and (runs := run_folder_names(folder)):
+                newest_run = max((folder / run).stat().st_mtime for run in runs)
+                found.append(StoredExperiment(folder.name, len(runs), True, newest_run, runs[-1]))
         except OSError:  # a folder we may not read is no experiment of ours to name
             continue
     return found

@@ -667,7 +667,14 @@ def test_eval_of_a_storage_path_names_the_experiments_in_it(run_dir, no_ray_star
     assert result.exit_code == 2, result.output
     assert (f"{storage} is a storage path of 3 experiments: cartpole_asha (a sweep that has not finished), "
             "cartpole_pbt (a sweep), tiny (1 run of `raytrain train`): give one, the newest being "
-            f"`raytrain eval {storage / 'tiny'}`") in " ".join(result.output.split())
+            f"`raytrain eval {run_dir}`") in " ".join(result.output.split())  # its run: `eval tiny` is refused too
+    # A write probe (`--dry-run`) touched the older experiment's folder: the newest is still told by its runs.
+    older = storage / "older" / "2025-01-01_00-00-00"
+    older.mkdir(parents=True)
+    (older / "config.yaml").write_text("x: 1\n")
+    os.utime(older, (2_000_000, 2_000_000))
+    result = runner.invoke(app, ["eval", str(storage)])
+    assert f"the newest being `raytrain eval {run_dir}`" in " ".join(result.output.split()), result.output
     result = runner.invoke(app, ["eval", str(storage / "cartpole_asha")])
     assert result.exit_code == 2, result.output
     assert (f"{storage / 'cartpole_asha'} is a sweep that has not finished (no leaderboard yet): give one of its "
