@@ -95,11 +95,20 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
             else:
                 from raytrain.imports import user_code_at
 
-                err.print(f"error: {type(exc).__name__}: {exc}{user_code_at(exc)}", style="red", markup=False)
+                err.print(f"error: {type(exc).__name__}: {_last_line(str(exc))}{user_code_at(exc)}", style="red",
+                          markup=False)
                 err.print("(run with --verbose for the traceback)", style="dim")
             raise typer.Exit(1) from None
 
     return wrapper
+
+
+def _last_line(message: str) -> str:
+    """`message`, or where it holds a traceback (Tune's TuneError carries a failed trial's whole one) its last
+    line: the error itself. The traceback is for --verbose."""
+    if "Traceback (most recent call last)" not in message:
+        return message
+    return next((line.strip() for line in reversed(message.splitlines()) if line.strip()), message)
 
 
 def argv() -> list[str]:

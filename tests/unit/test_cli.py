@@ -589,3 +589,26 @@ def test_tune_resume_of_a_sweep_whose_env_module_is_not_importable_here_names_wh
     assert result.exit_code == 2, result.output
     assert (f"This sweep was started in {start} (its command.txt), where walk_env_here.py is: run raytrain from there "
             f"(cd {start})") in output, output
+
+
+def test_an_error_whose_message_holds_a_traceback_prints_its_last_line(capsys):
+    """Tune's TuneError carries the failed trial's whole traceback in its message: it was printed whole, without
+    --verbose, under `error: TuneError: Traceback (most recent call last): ...`."""
+    import click
+    import typer
+
+    from raytrain.cli.common import handle_errors
+
+    class TuneError(Exception):
+        pass
+
+    @handle_errors
+    def fails() -> None:
+        raise TuneError("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    f()\n"
+                        "TypeError: 'float' object is not callable\n")
+
+    with pytest.raises((typer.Exit, click.exceptions.Exit)):
+        fails()
+    said = capsys.readouterr().err
+    assert said.splitlines()[0].startswith("error: TuneError: TypeError: 'float' object is not callable")
+    assert "Traceback" not in said and "(run with --verbose for the traceback)" in said
