@@ -602,10 +602,12 @@ def test_an_error_whose_message_holds_a_traceback_prints_its_last_line(capsys):
     class TuneError(Exception):
         pass
 
+    message = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    f()\n"
+               "TypeError: 'float' object is not callable\n")
+
     @handle_errors
     def fails() -> None:
-        raise TuneError("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    f()\n"
-                        "TypeError: 'float' object is not callable\n")
+        raise TuneError(message)
 
     with pytest.raises((typer.Exit, click.exceptions.Exit)):
         fails()
