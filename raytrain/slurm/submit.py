@@ -158,9 +158,12 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
     resumes = (exp / "tuner.pkl").is_file()
     if resumes:
         # The same sweep submitted again (after scancel, a time limit, a failure): the job continues it.
+        from raytrain.tune.jobs import job_sweep
+
         stored = exp / "sweep.yaml"
-        now = loaded.sweep.model_dump(mode="json", exclude_none=True)
-        if stored.is_file() and yaml.safe_load(stored.read_text()) != now:
+        # As the job's driver records it (base config embedded), or as earlier versions did (the file as written).
+        now = (job_sweep(loaded), loaded.sweep.model_dump(mode="json", exclude_none=True))
+        if stored.is_file() and yaml.safe_load(stored.read_text()) not in now:
             raise UsageError(f"{exp} holds a different sweep of the same name; continue that one with the file it was "
                              "started from, or give this one another name (--name NEW_NAME)")
         active = _running_jobs(exp)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from raytrain.cli import app
@@ -579,3 +580,27 @@ def test_a_venv_or_python_that_is_not_on_this_machine_is_warned_about(files, com
     (venv / "bin" / "python").symlink_to(sys.executable)
     result = runner.invoke(app, [command, str(target), "--slurm", str(slurm(f"nodes: 1\nvenv: {venv}\n")), "--dry-run"])
     assert result.exit_code == 0 and "is not on this machine" not in result.output, result.output
+
+
+def test_a_sweep_submitted_again_after_its_job_started_it_resumes(files):
+    """The job's driver records the sweep in the experiment folder (sweep.yaml, its base config embedded); the same
+    file submitted again is compared with that record: it resumes, and another sweep of that name is refused."""
+    from raytrain.config.source import override_text
+    from raytrain.config.sweep_load import load_sweep
+    from raytrain.slurm.submit import prepare_sweep
+    from raytrain.tune.build import plan
+    from raytrain.tune.run import _write_meta
+
+    sweep, slurm, tmp_path = files
+    path = slurm("nodes: 1\n")
+    # What the job's driver writes when the sweep starts (`raytrain tune sweep FILE --set ...` on the node).
+    loaded = load_sweep(sweep, [override_text("checkpoint.storage_path", str(tmp_path / "results"))])
+    exp = _write_meta(loaded, plan(loaded), ["raytrain", "tune", "sweep", str(sweep)])
+    (exp / "tuner.pkl").write_bytes(b"")
+    assert prepare_sweep(sweep, [], path).resumes
+    # Its record in the form of earlier versions (the sweep as written, its base by path) resumes too.
+    (exp / "sweep.yaml").write_text(yaml.safe_dump(loaded.sweep.model_dump(mode="json", exclude_none=True)))
+    assert prepare_sweep(sweep, [], path).resumes
+    sweep.write_text(sweep.read_text().replace("num_samples: 1", "num_samples: 2"))
+    result = runner.invoke(app, ["tune", str(sweep), "--slurm", str(path), "--dry-run"])
+    assert result.exit_code == 2 and "holds a different sweep of the same name" in result.output, result.output
