@@ -49,3 +49,11 @@ def inside(base: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
     resolved_base = Path(os.path.expanduser(os.fspath(base))).resolve()
     resolved = Path(os.path.expanduser(os.fspath(path))).resolve()
     return resolved == resolved_base or resolved_base in resolved.parents
+
+
+def same_path(a: object, b: object) -> bool:
+    """Whether two path texts name the same place (`~` expanded, relative to the working directory, links
+    resolved); False where either is not a text."""
+    if not isinstance(a, str) or not isinstance(b, str):
+        return False
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()

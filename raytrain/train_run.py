@@ -185,19 +185,30 @@ def prepare(
 
 
 def refuse_moving(run: Path, overrides: list[str]) -> None:
-    """A resume's `--set experiment.name=...` or `experiment.storage_path=...`: the run stays in its folder, and the
-    new value, printed as applied, went into its config.yaml, which then named a place the run is not in.
+    """A resume's `--set experiment.name=...` or `experiment.storage_path=...` of another value than the run's: the run
+    stays in its folder, and the new value, printed as applied, went into its config.yaml, which then named a place
+    the run is not in. Its own values pass (a requeued `train --slurm` job resumes with the storage path it set).
 
     Raises:
         UsageError: such an override, exit 2.
     """
+    import yaml
+
     from raytrain.config.source import parse_override
     from raytrain.errors import UsageError
+    from raytrain.paths import same_path
 
+    try:
+        recorded = yaml.safe_load(RunFolder(run).read_config_yaml()).get("experiment") or {}
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        recorded = {}
     for text in overrides:
         path, value = parse_override(text)
-        keys = [k for k in ("name", "storage_path") if path == ("experiment", k)
-                or path == ("experiment",) and isinstance(value, dict) and k in value]
+        given = {"name": value} if path == ("experiment", "name") else {"storage_path": value} \
+            if path == ("experiment", "storage_path") else value if path == ("experiment",) and isinstance(value, dict) \
+            else {}
+        keys = [k for k in ("name", "storage_path") if k in given
+                and not (given[k] == recorded.get(k) or k == "storage_path" and same_path(given[k], recorded.get(k)))]
         if keys:
             raise UsageError(f"--set {text}: a resumed run stays in its folder, {run}, so experiment.{keys[0]} cannot "
                              "change: to train elsewhere, start a new run (raytrain train CONFIG.yaml), or copy the "

@@ -853,6 +853,16 @@ def test_a_resume_told_to_move_its_run_is_refused(run_dir, no_ray_start, overrid
     assert _snapshot(run_dir) == before and not Path("/tmp/elsewhere_of_a_resume").exists()
 
 
+def test_a_resume_given_its_own_name_or_storage_path_goes_on(run_dir, tmp_path, no_ray_start):
+    """A requeued `train --slurm` job resumes with the storage path its submission set: the same place, no move."""
+    from raytrain import train_run
+
+    _checkpoint(run_dir, "checkpoint_000001", 1)
+    _rows(run_dir, 1)
+    same = [f"experiment.storage_path={tmp_path / 'results'}", "experiment.name=tiny", "stop.training_iteration=5"]
+    assert train_run.prepare(None, same, resume=run_dir).checkpoint is not None
+
+
 @pytest.mark.parametrize(("lost", "said"), [
     # It said ".../params.json is not the params.json of a raytrain sweep's trial", of a file that does not exist.
     ("config.yaml", "has no config.yaml (the run's config, which raytrain writes in every checkpoint): it is incomplete "
