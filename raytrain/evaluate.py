@@ -13,7 +13,15 @@ from raytrain.config.load import load_config, load_source
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source, override_text
 from raytrain.errors import ConfigError, ConfigIssue, UsageError
-from raytrain.runs import STATE_FILE, RunFolder, absolute, rllib_state_missing, runs_held, where_it_imported
+from raytrain.runs import (
+    COPIED_IN_PART,
+    STATE_FILE,
+    RunFolder,
+    absolute,
+    rllib_state_missing,
+    runs_held,
+    where_it_imported,
+)
 from raytrain.tune.results import LEADERBOARD_FILE, META_FILE, experiments_in, file_given_for_results, newest, some_of
 
 if TYPE_CHECKING:
@@ -67,7 +75,7 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
     p = absolute(path)
     if p.name.endswith((".partial", ".deleting")):
         raise UsageError(f"{path} is an incomplete checkpoint (being written or deleted, or abandoned); give a complete one")
-    copied_in_part = "it is incomplete (copied or synced in part?): give a complete one"
+    copied_in_part = f"{COPIED_IN_PART}: give a complete one"
     if (p / STATE_FILE).is_file():
         if not (p / "config.yaml").is_file() and not _is_trial_dir(p.parent):
             raise UsageError(f"{path} has no config.yaml (the run's config, which raytrain writes in every checkpoint): "

@@ -165,7 +165,7 @@ def put_first_on_path(folder: str) -> None:
     except OSError:
         return
     for entry in entries:
-        name = entry.name.removesuffix(".py") if entry.name.endswith(".py") else entry.name
+        name = entry.name.removesuffix(".py")
         if name not in sys.stdlib_module_names or name in _NEVER_IMPORTED:
             continue
         if entry.name.endswith(".py") or os.path.isfile(os.path.join(entry.path, "__init__.py")):

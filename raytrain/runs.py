@@ -213,6 +213,9 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     tmp.replace(path)
 
 
+COPIED_IN_PART = "it is incomplete (copied or synced in part?)"
+"""What a checkpoint that lacks one of the files or folders every checkpoint holds is."""
+
 RLLIB_PARTS = {
     "learner_group/learner/rl_module": "the network's weights",
     "env_runner": "the env runner's connector states, observation filters among them",
@@ -226,8 +229,8 @@ def rllib_state_missing(checkpoint: Path) -> str | None:
     part) was evaluated and resumed with a fresh network, exit 0."""
     for part, what in RLLIB_PARTS.items():
         if not (checkpoint / part).is_dir():
-            return (f"has no {part} ({what}), which RLlib writes in every checkpoint: it is incomplete (copied or "
-                    "synced in part?), and RLlib would restore the rest without a word")
+            return (f"has no {part} ({what}), which RLlib writes in every checkpoint: {COPIED_IN_PART}, and RLlib "
+                    "would restore the rest without a word")
     return None
 
 

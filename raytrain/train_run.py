@@ -204,9 +204,12 @@ def refuse_moving(run: Path, overrides: list[str]) -> None:
         recorded = {}
     for text in overrides:
         path, value = parse_override(text)
-        given = {"name": value} if path == ("experiment", "name") else {"storage_path": value} \
-            if path == ("experiment", "storage_path") else value if path == ("experiment",) and isinstance(value, dict) \
-            else {}
+        if path == ("experiment",) and isinstance(value, dict):
+            given = value
+        elif len(path) == 2 and path[0] == "experiment":
+            given = {path[1]: value}
+        else:
+            continue
         keys = [k for k in ("name", "storage_path") if k in given
                 and not (given[k] == recorded.get(k) or k == "storage_path" and same_path(given[k], recorded.get(k)))]
         if keys:

@@ -90,9 +90,6 @@ def exit_process(code: str | int | None) -> NoReturn:
     else:  # sys.exit("message"): the message on stderr, status 1
         print(code, file=sys.stderr)
         status = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`raytrain ... | head`): nothing more can be written
-            pass
-    os._exit(status)
+    from raytrain.cli.common import exit_now
+
+    exit_now(status)

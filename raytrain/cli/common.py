@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -111,6 +111,17 @@ def _last_line(message: str) -> str:
     return next((line.strip() for line in reversed(message.splitlines()) if line.strip()), message)
 
 
+def exit_now(status: int) -> NoReturn:
+    """End this process with `status` at once (`os._exit`), once stdout and stderr are flushed: no atexit handler,
+    no interpreter teardown. A closed pipe (`raytrain ... | head`) is no error here: nothing more can be written."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
 def argv() -> list[str]:
     return ["raytrain", *sys.argv[1:]]
 
@@ -189,11 +200,7 @@ class TuneStopOnTerm:
         from raytrain.tune.run import release_driver
 
         release_driver(exp_dir)
-        try:
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        os._exit(130)
+        exit_now(130)
 
 
 def interrupting_signal() -> str | None:

@@ -51,11 +51,10 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
                 spec.loader.exec_module(module)
             except BaseException as exc:
                 del sys.modules[target.stem]
-                if isinstance(exc, ImportError):
-                    raise UsageError(f"--main {given}: cannot import {target.stem}: {exc}") from None
-                if isinstance(exc, Exception):
-                    raise UsageError(f"--main {given}: cannot import {target.stem}: {module_failed(exc, target.stem)}") from None
-                raise
+                if not isinstance(exc, Exception):
+                    raise
+                failed = exc if isinstance(exc, ImportError) else module_failed(exc, target.stem)
+                raise UsageError(f"--main {given}: cannot import {target.stem}: {failed}") from None
         else:
             module = _import(module_name, given)
     else:
@@ -84,11 +83,9 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
 def _import(module_name: str, main: str) -> ModuleType:
     try:
         return import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name and module_name.startswith(e.name):
-            raise UsageError(f"--main {main}: no module '{e.name}' in the given folder or on the Python path") from None
-        raise UsageError(f"--main {main}: cannot import {module_name}: {e}") from None
     except ImportError as e:  # ModuleFailedError too: a syntax error or an exception in the module, at its line
+        if isinstance(e, ModuleNotFoundError) and e.name and module_name.startswith(e.name):
+            raise UsageError(f"--main {main}: no module '{e.name}' in the given folder or on the Python path") from None
         raise UsageError(f"--main {main}: cannot import {module_name}: {e}") from None
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,6 +15,7 @@ from raytrain.cli.common import (
     SetOption,
     argv,
     err,
+    exit_now,
     handle_errors,
     interrupt_on_signals,
     local_ray_lost_to_the_signal,
@@ -160,12 +159,7 @@ def _end_at_once_if_local_ray_lost(outcome: TrainOutcome) -> None:
               markup=False)
     _say_outcome(outcome)
     abandon_local_ray()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(130)
+    exit_now(130)
 
 
 def eval_(

@@ -249,24 +249,26 @@ _OTHER_SEARCHERS = {"hyperopt", "bayesopt", "bohb", "hyperband", "ax", "nevergra
 """Ray Tune's search algorithms and schedulers that raytrain does not offer."""
 
 
-_DISTRIBUTIONS = ("uniform", "loguniform", "quniform", "randint", "choice", "grid")
+def _distribution_issue(entry: Any) -> str:
+    """A space entry without a `distribution:` raytrain has: which there are, and Tune's `grid_search` form, a near
+    name (`log_uniform`), or the name under another key (`type:`)."""
+    from raytrain.sweeps.space import DISTRIBUTION_NAMES
+
+    return f"a distribution needs `distribution:` one of {', '.join(DISTRIBUTION_NAMES)}" + _distribution_hint(
+        entry, DISTRIBUTION_NAMES)
 
 
-def _distribution_hint(entry: Any) -> str:
-    """For a space entry without a `distribution:` raytrain has: Tune's `grid_search` form, a near name
-    (`log_uniform`), or the name under another key (`type:`)."""
-    import difflib
-
+def _distribution_hint(entry: Any, names: tuple[str, ...]) -> str:
     if not isinstance(entry, dict):
         return ""
     if isinstance(values := entry.get("grid_search"), list) and len(entry) == 1:
         return f"; Tune's grid_search is written {{distribution: grid, values: {json.dumps(values, default=str)}}} here"
     given = entry.get("distribution")
     if isinstance(given, str):
-        near = difflib.get_close_matches(given.lower().replace("_", ""), _DISTRIBUTIONS, n=1)
+        near = difflib.get_close_matches(given.lower().replace("_", ""), names, n=1)
         return f"; did you mean {near[0]}? (got {given!r})" if near else ""
     for key in ("type", "dist", "kind", "sampler"):
-        if isinstance(named := entry.get(key), str) and named.lower() in _DISTRIBUTIONS:
+        if isinstance(named := entry.get(key), str) and named.lower() in names:
             return f"; write distribution: {named.lower()} (got {key}: {named})"
     return ""
 
@@ -424,8 +426,7 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
             if path == "environment":
                 msg = "is required: add `environment: {env: CartPole-v1}` (a Gymnasium id or 'pkg.module:Class')"
         elif kind in ("union_tag_invalid", "union_tag_not_found") and "distribution" in str(err.get("ctx", {})):
-            msg = ("a distribution needs `distribution:` one of uniform, loguniform, quniform, randint, choice, grid"
-                   + _distribution_hint(err.get("input")))
+            msg = _distribution_issue(err.get("input"))
         elif kind == "model_attributes_type" and len(loc) == 2 and loc[0] == "space":
             # A sweep's space entry written as its values alone (`training.lr: [0.001, 0.002]`) or as one value.
             value = err.get("input")
@@ -480,17 +481,15 @@ def _check_env(cfg: RaytrainConfig, source: Source) -> list[ConfigIssue]:
     where = source.where(("environment", "env"))
     gym_form = gym_module_id(env)
     if gym_form is not None:  # "ale_py:ALE/Pong-v5": the module registers the id when imported
+        import gymnasium
+
         module_name, env_id = gym_form
         try:
             import_module(module_name)
         except ImportError as exc:
-            import gymnasium
-
             old_gym = (f"; gym is Gymnasium now, and Gymnasium's own ids need no package: write env: {env_id}"
                        if module_name == "gym" and env_id in gymnasium.envs.registry else "")
             return [ConfigIssue(where, "environment.env", f"cannot import module {module_name!r}: {exc}{old_gym}")]
-        import gymnasium
-
         if env_id in gymnasium.envs.registry:
             return _unknown_env_kwargs(env, env_id, cfg, source)
         return [ConfigIssue(where, "environment.env", (

@@ -18,7 +18,7 @@ from raytrain.config.source import Source, apply_overrides, did_you_mean, read_y
 from raytrain.config.sweep import SweepConfig
 from raytrain.errors import ConfigError, ConfigIssue, config_warning
 from raytrain.metrics import known_metrics
-from raytrain.sweeps import ALGORITHMS, settings_in
+from raytrain.sweeps import ALGORITHMS, settings_in, trial_overrides
 from raytrain.sweeps.base import Issue, KeyPath
 from raytrain.sweeps.space import Choice, Grid, LogUniform, QUniform, RandInt, Uniform
 
@@ -99,12 +99,13 @@ class LoadedSweep:
         return list(dict.fromkeys(key_path[-1] for key_path, _ in searched(self.sweep)))
 
 
-def _dropped_by_the_search(sweep: SweepConfig, key: str, value: Any, source: Source) -> str | None:
+def _dropped_by_the_search(sweep: SweepConfig, key: str, value: Any, source: Source,
+                           drawn: dict[str, Any]) -> str | None:
     """Why a `set:` value that is not under `space:` is still replaced in every trial (an algorithm's own search of
-    it, a seed drawn per trial), or None. It was dropped without a word."""
-    from raytrain.sweeps import DRAWN_SEED, trial_overrides
+    it, a seed drawn per trial), or None. It was dropped without a word. `drawn`: `trial_overrides(sweep)`."""
+    from raytrain.sweeps import DRAWN_SEED
 
-    if key not in trial_overrides(sweep):
+    if key not in drawn:
         return None
     for settings in settings_in(sweep):
         for key_path, _ in settings.searched():
@@ -355,6 +356,7 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
             {p[1:]: w for p, w in source.written.items() if p[:1] == ("train",) and len(p) > 1},
         )
     fixed = _flatten(sweep.set)
+    drawn = trial_overrides(sweep) if fixed else {}
     for key in list(fixed):
         problem = check_key(key) if not key.startswith(("experiment.", "environment.")) else sweep_owns(key)
         if problem:
@@ -364,7 +366,7 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
             issue(("set", key), f"is also searched under space: ({source.where(('space', key))}): every trial would "
                                 "take the searched value and drop this one; keep one of them")
             del fixed[key]
-        elif (dropped := _dropped_by_the_search(sweep, key, fixed[key], source)) is not None:
+        elif (dropped := _dropped_by_the_search(sweep, key, fixed[key], source, drawn)) is not None:
             issue(("set", key), dropped)
             del fixed[key]
     base_source = trial_source(base_source, fixed, None)

@@ -375,9 +375,8 @@ def network_misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path, saved:
     if old is None or new is None or old == new:
         return None
     param, saved_shape, built_shape = first_misfit(old, new)
-    order = list(changed)
-    key = min(order, key=lambda k: (_shapes_first(k), not (source.where(k.split(".")) or "").startswith("--set "),
-                                    order.index(k)))
+    # min() keeps the first of equals: schema order decides last
+    key = min(changed, key=lambda k: (_shapes_first(k), not (source.where(k.split(".")) or "").startswith("--set ")))
     was, value = changed[key]
     others = [k for k in changed if k != key]
     return ConfigIssue(

@@ -7,7 +7,7 @@ domain when the sweep is built (`tune.loguniform(1e-4, 1e-2)`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -94,6 +94,11 @@ class Grid(Section):
 Distribution = Annotated[
     Uniform | LogUniform | QUniform | RandInt | Choice | Grid, Field(discriminator="distribution")
 ]
+
+
+DISTRIBUTION_NAMES = tuple(get_args(model.model_fields["distribution"].annotation)[0]
+                           for model in (Uniform, LogUniform, QUniform, RandInt, Choice, Grid))
+"""The values of `distribution:`, in the schema's order."""
 
 
 def domain_spec(dist: Any) -> DomainSpec:

@@ -205,11 +205,10 @@ def _rllib_issues(loaded: LoadedSweep) -> list[ConfigIssue]:
         key = rejected_setting(problem, lambda k: _writes(loaded, k))
         where = loaded.source.file if key is None else _where(loaded, key)
         return [ConfigIssue(where, key or "", f"RLlib rejects {what} (with the sweep's `set:` and `stop:`): {problem}")]
-    from raytrain.config.sweep_load import searched
     from raytrain.rllib.fit import changed_keys, observation_issue, observation_problem
 
     base = loaded.base.config
-    keys = {key_path[-1] for key_path, _ in searched(loaded.sweep)}  # env_config keys the trials set
+    keys = loaded.hyperparameters()  # env_config keys the trials set
     if (unfit := observation_issue(base, loaded.base.source, keys)) is not None:
         return [unfit]
 
