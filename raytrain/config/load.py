@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from raytrain.config import aliases, yaml_bools
+from raytrain.config.initializers import idle_arguments, initializer_problems
 from raytrain.config.schema import SECTIONS, RaytrainConfig, section_keys
 from raytrain.config.source import Source, apply_overrides, read_yaml
 from raytrain.errors import ConfigError, ConfigIssue, config_warning
@@ -739,7 +740,38 @@ def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue
     e = cfg.experiment
     if e.num_to_keep is not None and e.checkpoint_frequency == 0 and not e.checkpoint_at_end:
         warn(("experiment", "num_to_keep"), "no checkpoint will ever be written (frequency 0, at_end false)")
+    issues += [ConfigIssue(source.where(("model", *at)), ".".join(("model", *at)), problem)
+               for at, problem in initializer_problems(cfg.model)]
+    warnings += [config_warning(source.where(path), ".".join(path), text) for path, text in _idle_settings(cfg).items()]
     return issues, warnings
+
+
+def _idle_settings(cfg: RaytrainConfig) -> dict[tuple[str, str], str]:
+    """{path: why} for each setting that another setting turns off: RLlib reads it only when the other is set."""
+    idle: list[tuple[tuple[str, str], str]] = []
+    for kwargs in idle_arguments(cfg.model):
+        initializer = kwargs.removesuffix("_kwargs")
+        idle.append((("model", kwargs), (
+            f"has no effect without model.{initializer} (RLlib passes them to that initializer only, and layers keep "
+            f"torch's default initialization): set it, e.g. {initializer}: orthogonal_, or leave these out")))
+    t, m = cfg.training, cfg.model
+    if t.use_kl_loss is False:
+        idle += [(("training", name), "has no effect with training.use_kl_loss: false (no KL term in the loss): set "
+                  "use_kl_loss: true, or leave it out") for name in ("kl_coeff", "kl_target") if getattr(t, name) is not None]
+    if not m.use_lstm:
+        idle += [(("model", name), "has no effect without model.use_lstm: true (the network has no LSTM): set use_lstm: "
+                  "true, or leave it out") for name in _LSTM_ONLY if getattr(m, name) is not None]
+    if t.grad_clip_by is not None and t.grad_clip is None:
+        idle.append((("training", "grad_clip_by"), "has no effect without training.grad_clip (no gradient is clipped): "
+                     "set grad_clip, e.g. 0.5, or leave it out"))
+    said: dict[tuple[str, str], str] = {}
+    for path, why in idle:
+        said.setdefault(path, why)  # one warning a setting: the first said of it
+    return said
+
+
+_LSTM_ONLY = ("max_seq_len", "lstm_cell_size", "lstm_use_prev_action", "lstm_use_prev_reward", "lstm_kernel_initializer",
+              "lstm_kernel_initializer_kwargs", "lstm_bias_initializer", "lstm_bias_initializer_kwargs")
 
 
 def load_source(source: Source, overrides: list[str] | None = None) -> LoadedConfig:

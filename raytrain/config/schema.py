@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, ConfigDict, Field, StrictBool, field_serializer, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
+from raytrain.config.initializers import INITIALIZERS
 from raytrain.config.yaml_bools import RefuseBoolsForNumbers
 
 Activation = Literal["linear", "relu", "tanh", "elu", "swish", "silu"]
@@ -32,8 +33,7 @@ Size = Annotated[int, Field(ge=1)]
 Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
 """NumPy seeds are 32-bit and RLlib adds the env runner's index (and 1,000,000 for evaluation) to the seed."""
 
-TORCH_INITIALIZERS = ("constant_", "dirac_", "eye_", "kaiming_normal_", "kaiming_uniform_", "normal_", "ones_",
-                      "orthogonal_", "sparse_", "trunc_normal_", "uniform_", "xavier_normal_", "xavier_uniform_", "zeros_")
+TORCH_INITIALIZERS = tuple(INITIALIZERS)
 """torch.nn.init's in-place initializers, the names RLlib takes for a layer's weights or biases (in any case)."""
 
 

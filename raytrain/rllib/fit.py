@@ -119,6 +119,16 @@ def observation_problem(cfg: RaytrainConfig, searched: Collection[str] = ()) -> 
     an env that reads a key its env_config lacks (`KeyError: 'size'`, exit 1 once Ray had started), unless the
     dotted key is among `searched` (a sweep's trials each set it).
     """
+    found = unfit(cfg, searched)
+    return None if found is None else found[1]
+
+
+ENV = "environment.env"
+
+
+def unfit(cfg: RaytrainConfig, searched: Collection[str] = ()) -> tuple[str, str] | None:
+    """`observation_problem`'s problem and the dotted key it is at: `environment.env`, or the model setting that
+    the env's spaces cannot take (`model.free_log_std`)."""
     from gymnasium.error import DependencyNotInstalled
     from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 
@@ -128,16 +138,36 @@ def observation_problem(cfg: RaytrainConfig, searched: Collection[str] = ()) -> 
     try:
         env, missing = _made_env(config)
     except DependencyNotInstalled as exc:
-        return (f"{cfg.environment.env!r} cannot be made here: a package it needs is not installed: {exc} (install it "
+        return ENV, (f"{cfg.environment.env!r} cannot be made here: a package it needs is not installed: {exc} (install it "
                 "into the Python that runs raytrain, and on every node of a cluster)")
     if env is None:
         if missing is not None:
-            return None if f"environment.env_config.{missing[0]}" in searched else _missing_key(cfg, *missing)
-        return _misnamed_config(config.env) if isinstance(config.env, type) else None
+            return None if f"environment.env_config.{missing[0]}" in searched else (ENV, _missing_key(cfg, *missing))
+        misnamed = _misnamed_config(config.env) if isinstance(config.env, type) else None
+        return None if misnamed is None else (ENV, misnamed)
     try:
-        return _space_problem(cfg, env, PPOCatalog, dict(config.model_config)) or _api_problem(env)
+        problem = _space_problem(cfg, env, PPOCatalog, dict(config.model_config)) or _api_problem(env)
+        return (ENV, problem) if problem is not None else _model_problem(cfg, env, PPOCatalog, dict(config.model_config))
     finally:
         env.close()
+
+
+def _model_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_config: dict[str, Any]) -> tuple[str, str] | None:
+    """A model setting the env's actions cannot take, and why, else None: `free_log_std` asserted `free_log_std
+    is only supported for DiagGaussian action distributions` in every learner once Ray had started."""
+    if not model_config.get("free_log_std"):
+        return None
+    from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussian
+
+    try:
+        catalog = catalog_class(network_observations(cfg, env), env.action_space, model_config)
+        distribution = catalog.get_action_dist_cls(framework="torch")
+    except Exception:
+        return None
+    if isinstance(distribution, type) and issubclass(distribution, TorchDiagGaussian):
+        return None
+    return ("model.free_log_std", "is for continuous actions (a Gaussian's log-std learned apart from the observation), "
+            f"and the env's action space {env.action_space} has no Gaussian: leave it out")
 
 
 def _misnamed_config(maker: Any) -> str | None:
@@ -302,8 +332,11 @@ def _space_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_conf
 
 def observation_issue(cfg: RaytrainConfig, source: Source, searched: Collection[str] = ()) -> ConfigIssue | None:
     """`observation_problem` at `environment.env` of `source`."""
-    problem = observation_problem(cfg, searched)
-    return None if problem is None else ConfigIssue(source.where(("environment", "env")), "environment.env", problem)
+    found = unfit(cfg, searched)
+    if found is None:
+        return None
+    key, problem = found
+    return ConfigIssue(source.where(tuple(key.split("."))), key, problem)
 
 
 def built_shapes(cfg: RaytrainConfig) -> dict[str, tuple[int, ...]] | None:

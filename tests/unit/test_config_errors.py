@@ -1227,3 +1227,139 @@ def test_a_setting_written_with_no_value_is_warned_of(write_yaml):
         "applies: write a value, or leave the key out",
     ]
     assert load_config(write_yaml("environment: {env: CartPole-v1}\nexperiment: {seed: null}\n")).warnings == []
+
+
+@pytest.mark.parametrize(("model", "line", "said"), [
+    # Each passed validate and --dry-run, then failed in every learner once Ray had started, when RLlib built the
+    # network: `TypeError: orthogonal_() got an unexpected keyword argument 'gan'`, `constant_() missing 1 required
+    # positional argument: 'val'`, `ValueError: Only tensors with 2 or more dimensions are supported`.
+    ("fcnet_kernel_initializer: orthogonal_\n  fcnet_kernel_initializer_kwargs: {gan: 1.4}", 4,
+     "model.fcnet_kernel_initializer_kwargs.gan: torch's orthogonal_ takes no gan (it takes gain); did you mean gain?"),
+    ("fcnet_bias_initializer: constant_", 3,
+     "model.fcnet_bias_initializer: torch's constant_ needs val: set model.fcnet_bias_initializer_kwargs: "
+     "{val: ...}"),
+    ("head_fcnet_kernel_initializer: xavier_uniform_\n  head_fcnet_kernel_initializer_kwargs: {generator: 1}", 4,
+     "model.head_fcnet_kernel_initializer_kwargs.generator: torch's xavier_uniform_ takes no generator from a config "
+     "(it takes gain)"),
+    ("fcnet_kernel_initializer: orthogonal_\n  fcnet_kernel_initializer_kwargs: {gain: high}", 4,
+     "model.fcnet_kernel_initializer_kwargs.gain: torch's orthogonal_ takes a number as gain (got 'high')"),
+    ("fcnet_kernel_initializer: kaiming_normal_\n  fcnet_kernel_initializer_kwargs: {mode: fan_avg}", 4,
+     "model.fcnet_kernel_initializer_kwargs.mode: torch's kaiming_normal_ takes one of fan_in, fan_out as mode "
+     "(got 'fan_avg')"),
+    ("fcnet_bias_initializer: orthogonal_", 3,
+     "model.fcnet_bias_initializer: torch's orthogonal_ takes a tensor of 2 or more dimensions, and a bias is a vector "
+     "(1 dimension): use one of constant_, normal_, ones_, trunc_normal_, uniform_, zeros_"),
+    ("conv_kernel_initializer: eye_", 3,
+     "model.conv_kernel_initializer: torch's eye_ takes a tensor of 2 dimensions, and a CNN kernel has 4: use one of "
+     "constant_, dirac_, kaiming_normal_, kaiming_uniform_, normal_, ones_, orthogonal_, trunc_normal_, uniform_, "
+     "xavier_normal_, xavier_uniform_, zeros_"),
+    ("fcnet_kernel_initializer: dirac_", 3,
+     "model.fcnet_kernel_initializer: torch's dirac_ takes a tensor of 3, 4 or 5 dimensions, and a layer's weights have "
+     "2: use one of constant_, eye_, kaiming_normal_, kaiming_uniform_, normal_, ones_, orthogonal_, sparse_, "
+     "trunc_normal_, uniform_, xavier_normal_, xavier_uniform_, zeros_"),
+])
+def test_an_initializer_torch_would_refuse_for_its_layer_exits_2_at_its_line(write_yaml, model, line, said):
+    path = write_yaml(f"environment: {{env: CartPole-v1}}\nmodel:\n  {model}\n")
+    (msg,) = errors_of(path)
+    assert msg == f"{path}:{line}: {said}"
+
+
+def test_initializers_with_their_arguments_pass(write_yaml):
+    text = ("environment: {env: CartPole-v1}\nmodel:\n  fcnet_kernel_initializer: orthogonal_\n"
+            "  fcnet_kernel_initializer_kwargs: {gain: 1.41}\n  fcnet_bias_initializer: constant_\n"
+            "  fcnet_bias_initializer_kwargs: {val: 0.0}\n  head_fcnet_kernel_initializer: kaiming_uniform_\n"
+            "  head_fcnet_kernel_initializer_kwargs: {a: 0, mode: fan_out, nonlinearity: relu}\n"
+            "  conv_kernel_initializer: dirac_\n  conv_kernel_initializer_kwargs: {groups: 1}\n"
+            "  use_lstm: true\n  lstm_kernel_initializer: sparse_\n"
+            "  lstm_kernel_initializer_kwargs: {sparsity: 0.1, std: 0.01}\n")
+    assert load_config(write_yaml(text)).warnings == []
+
+
+def test_the_initializer_table_agrees_with_torch():
+    """Each initializer's arguments, the required ones, and the tensor dimensions it takes, as torch has them."""
+    import inspect
+
+    import torch
+
+    from raytrain.config.initializers import INITIALIZERS, takes_dimensions
+
+    for name, spec in INITIALIZERS.items():
+        function = getattr(torch.nn.init, name)
+        params = list(inspect.signature(function).parameters.values())[1:]  # the tensor first
+        assert set(spec.arguments) | {"generator"} >= {p.name for p in params} >= set(spec.arguments), name
+        assert spec.required == tuple(p.name for p in params if p.default is p.empty), name
+        kwargs = {key: 0.1 for key in spec.required}
+        for dims in (1, 2, 3, 4, 5):
+            try:
+                function(torch.empty(*[4] * dims), **kwargs)
+                took = True
+            except ValueError:
+                took = False
+            assert took == takes_dimensions(name, dims), (name, dims)
+
+
+def test_the_network_built_with_what_the_check_passes_builds(write_yaml):
+    """What the initializer check lets through, RLlib builds (here, without Ray)."""
+    from raytrain.rllib.fit import built_shapes
+
+    text = ("environment: {env: CartPole-v1}\nmodel:\n  fcnet_kernel_initializer: sparse_\n"
+            "  fcnet_kernel_initializer_kwargs: {sparsity: 0.1}\n  fcnet_bias_initializer: constant_\n"
+            "  fcnet_bias_initializer_kwargs: {val: 0.1}\n  head_fcnet_kernel_initializer: kaiming_normal_\n"
+            "  head_fcnet_kernel_initializer_kwargs: {a: 0.01, mode: fan_in, nonlinearity: leaky_relu}\n")
+    assert built_shapes(load_config(write_yaml(text)).config)
+
+
+@pytest.mark.parametrize(("text", "line", "said"), [
+    ("model:\n  fcnet_kernel_initializer_kwargs: {gain: 1.41}\n", 3,
+     "model.fcnet_kernel_initializer_kwargs: has no effect without model.fcnet_kernel_initializer (RLlib passes them "
+     "to that initializer only, and layers keep torch's default initialization): set it, e.g. "
+     "fcnet_kernel_initializer: orthogonal_, or leave these out"),
+    ("training:\n  use_kl_loss: false\n  kl_coeff: 0.3\n", 4,
+     "training.kl_coeff: has no effect with training.use_kl_loss: false (no KL term in the loss): set use_kl_loss: "
+     "true, or leave it out"),
+    ("training:\n  use_kl_loss: false\n  kl_target: 0.02\n", 4,
+     "training.kl_target: has no effect with training.use_kl_loss: false (no KL term in the loss): set use_kl_loss: "
+     "true, or leave it out"),
+    ("model:\n  lstm_cell_size: 64\n", 3,
+     "model.lstm_cell_size: has no effect without model.use_lstm: true (the network has no LSTM): set use_lstm: true, "
+     "or leave it out"),
+    ("model:\n  use_lstm: false\n  max_seq_len: 20\n", 4,
+     "model.max_seq_len: has no effect without model.use_lstm: true (the network has no LSTM): set use_lstm: true, "
+     "or leave it out"),
+    ("training:\n  grad_clip_by: norm\n", 3,
+     "training.grad_clip_by: has no effect without training.grad_clip (no gradient is clipped): set grad_clip, e.g. "
+     "0.5, or leave it out"),
+])
+def test_a_setting_another_setting_turns_off_is_warned_of(write_yaml, text, line, said):
+    """RLlib reads each of these only when the other is set: each was dropped without a word."""
+    path = write_yaml("environment: {env: CartPole-v1}\n" + text)
+    assert load_config(path).warnings == [f"warning: {path}:{line}: {said}"]
+
+
+def test_settings_their_switch_turns_on_are_not_warned_of(write_yaml):
+    text = ("environment: {env: CartPole-v1}\ntraining: {kl_coeff: 0.3, grad_clip: 0.5, grad_clip_by: norm}\n"
+            "model: {use_lstm: true, lstm_cell_size: 64, max_seq_len: 20}\n")
+    assert load_config(write_yaml(text)).warnings == []
+
+
+def test_free_log_std_with_actions_that_have_no_gaussian_exits_2_before_ray(obs_envs, write_yaml):
+    """RLlib asserted `free_log_std is only supported for DiagGaussian action distributions` when it built the
+    network in every learner, once Ray had started, exit 1."""
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    storage = obs_envs / "runs"
+    path = write_yaml(f"experiment: {{storage_path: {storage}}}\nenvironment:\n  env: CartPole-v1\n"
+                      "model:\n  free_log_std: true\n")
+    said = (f"{path}:5: model.free_log_std: is for continuous actions (a Gaussian's log-std learned apart from the "
+            "observation), and the env's action space Discrete(2) has no Gaussian: leave it out")
+    for args in (["train", str(path)], ["config", "validate", str(path)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert said in " ".join(result.output.split()), result.output
+    assert starts == [] and not storage.exists()
+    pendulum = load_config(write_yaml("environment: {env: Pendulum-v1}\nmodel: {free_log_std: true}\n"))
+    from raytrain.rllib.fit import observation_issue
+
+    assert observation_issue(pendulum.config, pendulum.source) is None
