@@ -150,6 +150,11 @@ def _not_an_experiment(folder: Path) -> str | None:
     if found := sweep_above(folder):
         exp, what = found
         return f"{folder} is {what} of the sweep in {exp}: give its experiment folder, {exp}"
+    from raytrain.runs import run_folder_names
+
+    if runs := run_folder_names(folder):
+        return (f"{folder} is an experiment folder of `raytrain train` ({len(runs)} run{'s' if len(runs) > 1 else ''}), "
+                f"not a sweep's: continue its latest run with `raytrain train --resume {folder / runs[-1]}`")
     return None
 
 

@@ -724,6 +724,22 @@ def test_a_run_folder_or_a_trial_given_for_an_experiment_names_what_takes_it(tmp
     assert listing(tmp_path) == before and not ray_started()
 
 
+@pytest.mark.parametrize("command", ["resume", "status", "plot"])
+def test_a_train_experiment_folder_given_for_a_sweeps_names_its_latest_run(tmp_path, command):
+    """It said "is not a raytrain experiment folder (no raytrain_sweep.json)": the folder holds a train config's
+    runs, one level above what `train --resume` takes."""
+    exp = tmp_path / "runs" / "cartpole"
+    for name in ("2026-11-28_10-00-00", "2026-11-29_03-32-48"):
+        (exp / name / "checkpoints").mkdir(parents=True)
+        (exp / name / "config.yaml").write_text("{}\n")
+    before = listing(tmp_path)
+    result = invoke("tune", command, str(exp))
+    assert result.exit_code == 2, result.output
+    assert (f"error: {exp} is an experiment folder of `raytrain train` (2 runs), not a sweep's: continue its latest "
+            f"run with `raytrain train --resume {exp / '2026-11-29_03-32-48'}`") in " ".join(result.output.split())
+    assert listing(tmp_path) == before and not ray_started()
+
+
 def test_status_of_a_stopped_sweep_says_it_is_not_running_and_how_to_continue_it(sweep, tmp_path):
     """Its trials showed RUNNING, as Tune saved them when Ctrl-C stopped the sweep, with no word that nothing runs."""
     import json
