@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,25 @@ def _dropped_by_the_search(sweep: SweepConfig, key: str, value: Any, source: Sou
             "be copies of each other), and this one would be dropped: remove it (search.seed makes the seeds "
             f"reproducible), or give every trial this seed with space: {{{DRAWN_SEED}: {{distribution: choice, values: "
             f"[{value}]}}}}")
+
+
+def _searched_within(key: str, value: Any, space: Collection[str]) -> list[str]:
+    """The searched keys that a `set:` entry writes: the key itself, or the keys its mapping holds
+    (`environment.env_config: {size: 5}` writes `environment.env_config.size`)."""
+    found = []
+    for searched in space:
+        if searched == key:
+            found.append(searched)
+        elif searched.startswith(key + ".") and isinstance(value, dict):
+            node: Any = value
+            for part in searched[len(key) + 1:].split("."):
+                node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
+            if node is not _ABSENT:
+                found.append(searched)
+    return found
+
+
+_ABSENT = object()
 
 
 def _flatten(data: dict[str, Any]) -> dict[str, Any]:
@@ -362,9 +381,16 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
         if problem:
             issue(("set", key), problem)
             del fixed[key]  # said once: not again as an unknown section of the base config
-        elif key in sweep.space:  # every trial takes the searched value: the set one would be dropped unsaid
-            issue(("set", key), f"is also searched under space: ({source.where(('space', key))}): every trial would "
-                                "take the searched value and drop this one; keep one of them")
+        elif searched := _searched_within(key, fixed[key], sweep.space):
+            # every trial takes the searched value: the set one would be dropped unsaid
+            for inner in searched:
+                below = tuple(inner[len(key) + 1:].split(".")) if inner != key else ()
+                # the line of the searched key in the set mapping: written nested (`environment: {env_config: ...}`)
+                # or under the dotted key
+                nested = ("set", *inner.split("."))
+                issue(nested if nested in source.origins else ("set", key, *below),
+                      f"is also searched under space: ({source.where(('space', inner))}): every trial would take the "
+                      "searched value and drop this one; keep one of them")
             del fixed[key]
         elif (dropped := _dropped_by_the_search(sweep, key, fixed[key], source, drawn)) is not None:
             issue(("set", key), dropped)

@@ -916,6 +916,29 @@ def test_a_setting_both_set_and_searched_is_refused(sweep_file, setting):
             "value and drop this one; keep one of them") in said, said
 
 
+@pytest.mark.parametrize(("setting", "line"), [
+    ("set:\n  environment.env_config: {max_episode_steps: 50, sutton_barto_reward: true}\n", 8),
+    ("set:\n  environment:\n    env_config: {max_episode_steps: 50}\n", 9),
+])
+def test_a_set_mapping_that_holds_a_searched_key_is_refused(sweep_file, setting, line):
+    """Only the same dotted key was refused: a set mapping that holds a searched key lost that value in every
+    trial without a word. (A mapping is not searched whole: space: takes environment.env_config.<key>.)"""
+    path = sweep_file("name: b\nsearch: {algorithm: random, num_samples: 2}\n"
+                      "space:\n  environment.env_config.max_episode_steps: {distribution: choice, values: [30, 90]}\n"
+                      + setting)
+    text = " ".join(errors(path).split())
+    assert (f"{path}:{line}: set.environment.env_config.max_episode_steps: is also searched under space: ({path}:6): "
+            "every trial would take the searched value and drop this one; keep one of them") in text, text
+
+
+def test_a_set_mapping_beside_a_searched_key_is_kept(sweep_file):
+    """A set mapping whose keys are not searched is merged with the searched key in every trial."""
+    path = sweep_file("name: b\nsearch: {algorithm: random, num_samples: 2}\n"
+                      "space:\n  environment.env_config.max_episode_steps: {distribution: choice, values: [3, 9]}\n"
+                      "set:\n  environment.env_config: {sutton_barto_reward: true}\n")
+    assert load_sweep(path).base.config.environment.env_config == {"sutton_barto_reward": True}
+
+
 @pytest.mark.parametrize(("algorithm", "hint"), [
     ("PBT", "; write it in lower case: pbt"),
     ("hyperopt", "; Tune's hyperopt is not offered here: search: {algorithm: optuna} is the model-based search (TPE, "
