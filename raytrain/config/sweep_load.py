@@ -311,12 +311,41 @@ def load_sweep_source(source: Source, path: str | Path, overrides: list[str] | N
                         "trial trains until Ctrl-C; add e.g. `stop: {training_iteration: 100}` to the sweep file")
     if (late := _perturbed_too_late(sweep, base.config.stop)) is not None:
         warnings.append(late)
+    warnings += _starts_outside_bounds(sweep, source)
     loaded = LoadedSweep(sweep, base, source, notices, warnings)
     issues += loaded.name_issues()
     _check_storage_path(sweep.checkpoint.storage_path, storage == "probe", issue)
     if issues:
         raise ConfigError(issues)
     return loaded
+
+
+def _drawn_range(distribution: Any) -> tuple[float, float] | None:
+    """The least and the most a `space:` distribution draws, or None when it draws something else than numbers."""
+    if isinstance(distribution, Choice | Grid):
+        numbers = [v for v in distribution.values if isinstance(v, int | float) and not isinstance(v, bool)]
+        return (min(numbers), max(numbers)) if numbers and len(numbers) == len(distribution.values) else None
+    if isinstance(distribution, RandInt):
+        return distribution.low, distribution.high - 1  # high excluded
+    return distribution.low, distribution.high
+
+
+def _starts_outside_bounds(sweep: SweepConfig, source: Source) -> list[str]:
+    """A warning for each PB2 bound whose key `space:` also searches beyond it: `space:` gives the trials' starts,
+    and PB2 explores (within the bounds) only its bottom trials, so a top trial kept its value outside them."""
+    if sweep.search.algorithm != "pb2" or sweep.pb2 is None:
+        return []
+    said = []
+    for key, (low, high) in sweep.pb2.hyperparam_bounds.items():
+        if key not in sweep.space or (drawn := _drawn_range(sweep.space[key])) is None:
+            continue
+        if drawn[0] < low or drawn[1] > high:
+            at = source.where(("pb2", "hyperparam_bounds", key))
+            said.append(config_warning(source.where(("space", key)), f"space.{key}", (
+                f"draws trials' starts from [{drawn[0]:g}, {drawn[1]:g}], outside pb2.hyperparam_bounds [{low:g}, "
+                f"{high:g}] ({at}): PB2 explores only its bottom trials, so a top trial keeps such a value to the end; "
+                f"draw within the bounds, or leave {key} out of space: (PB2 then draws each start within them)")))
+    return said
 
 
 def _perturbed_too_late(sweep: SweepConfig, stop: dict[str, float]) -> str | None:

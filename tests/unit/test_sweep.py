@@ -372,6 +372,27 @@ def test_pb2_bounds_reach_the_scheduler(sweep_file):
     assert (s._quantile_fraction, s._synch) == (0.5, True)
 
 
+@pytest.mark.parametrize(("space", "drawn"), [
+    ("{distribution: loguniform, low: 0.00001, high: 0.1}", "[1e-05, 0.1]"),
+    ("{distribution: choice, values: [0.0001, 0.05]}", "[0.0001, 0.05]"),
+])
+def test_a_pb2_start_searched_outside_its_bounds_is_warned_of(sweep_file, space, drawn):
+    """space: wins over the bounds for a trial's start, and PB2 explores only its bottom trials: a top trial kept a
+    value outside the bounds to the end, without a word."""
+    path = sweep_file("search: {algorithm: pb2, num_samples: 2}\n"
+                      f"space:\n  training.lr: {space}\n"
+                      "pb2:\n  hyperparam_bounds:\n    training.lr: [0.0001, 0.01]\n")
+    found = [w for w in load_sweep(path).warnings if "hyperparam_bounds" in w]
+    assert found == [
+        f"warning: {path}:5: space.training.lr: draws trials' starts from {drawn}, outside pb2.hyperparam_bounds "
+        f"[0.0001, 0.01] ({path}:8): PB2 explores only its bottom trials, so a top trial keeps such a value to the "
+        "end; draw within the bounds, or leave training.lr out of space: (PB2 then draws each start within them)"]
+    inside = sweep_file("search: {algorithm: pb2, num_samples: 2}\n"
+                        "space:\n  training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}\n"
+                        "pb2:\n  hyperparam_bounds:\n    training.lr: [0.0001, 0.01]\n")
+    assert [w for w in load_sweep(inside).warnings if "hyperparam_bounds" in w] == []
+
+
 def test_pb2_keeps_explored_values_within_the_bounds(sweep_file):
     """Tune's PB2 proposes values through float32: a value at the low bound 1e-4 came back as 9.9999997e-05."""
     import pickle
