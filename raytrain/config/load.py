@@ -195,16 +195,43 @@ _SCALAR_TYPES = ("float_type", "int_type", "string_type", "bool_type", "literal_
 """The errors of a setting of one value given something else (a list)."""
 
 
+def flow_yaml(data: Any) -> str:
+    """`data` as one line of YAML's flow style, in the order written."""
+    import yaml
+
+    return yaml.safe_dump(data, default_flow_style=True, sort_keys=False, width=10**6).strip()
+
+
+def as_space(value: Any) -> dict[str, Any] | None:
+    """A value written as a search (a sweep's `{distribution: ...}`, or Tune's `{grid_search: [...]}`) as its
+    `space:` entry, else None."""
+    if not isinstance(value, dict):
+        return None
+    if "distribution" in value:
+        return value
+    if list(value) == ["grid_search"]:
+        return {"distribution": "grid", "values": value["grid_search"]}
+    return None
+
+
+ENV_CONFIG = "environment.env_config."
+
+
+def _searches_in_env_config(cfg: RaytrainConfig, source: Source) -> list[str]:
+    """A warning for each env_config value written as a search: legal (a value may be a mapping), and the env got
+    the mapping itself. RLlib's old YAML ran through Tune, which expanded `grid_search` anywhere."""
+    return [config_warning(source.where(("environment", "env_config", str(key))), f"{ENV_CONFIG}{key}", (
+                "is a search, and the env gets it as this mapping (neither RLlib nor raytrain expands a search in "
+                f"env_config): to try each value, search it under a sweep's space: {flow_yaml({ENV_CONFIG + str(key): space})}"))
+            for key, value in cfg.environment.env_config.items() if (space := as_space(value)) is not None]
+
+
 def _search_in_train_config(source: Source, loc: list[str], err: Any) -> tuple[list[str], str] | None:
     """For an error at `loc` of a train config whose value there (or above it) is a search, RLlib's and Tune's
     `{grid_search: [...]}`, a sweep's `{distribution: ...}` or a list of values for a setting of one value, of a
     setting a sweep can search: where, and the sweep that searches it."""
-    import yaml
 
     from raytrain.config.sweep_load import check_key
-
-    def flow(data: Any) -> str:
-        return yaml.safe_dump(data, default_flow_style=True, sort_keys=False, width=10**6).strip()
 
     base = Path(source.file).name if source.file else "THIS_FILE"
     for depth in range(1, len(loc) + 1):
@@ -216,7 +243,7 @@ def _search_in_train_config(source: Source, loc: list[str], err: Any) -> tuple[l
             what, space = (("a grid_search", {"distribution": "grid", "values": written["grid_search"]})
                            if "grid_search" in written else ("a search distribution", written))
             return at, (f"{what}, and a train config trains one value of each setting: search it with raytrain tune, in "
-                        f"a sweep file with base: {base} and space: {flow({'.'.join(at): space})}")
+                        f"a sweep file with base: {base} and space: {flow_yaml({'.'.join(at): space})}")
     scalars = (bool, int, float, str)
     value = err.get("input")
     if (isinstance(value, list) and value and all(isinstance(p, list) and len(p) == 2 for p in value)
@@ -224,12 +251,12 @@ def _search_in_train_config(source: Source, loc: list[str], err: Any) -> tuple[l
             and (field := next((f for n, f in SECTIONS[loc[0]].model_fields.items() if (f.alias or n) == loc[1]), None)) is not None
             and "PiecewiseSchedule" in repr(field.annotation)):
         return loc, ("[timestep, value] points are a schedule, written "
-                     f"{flow({'schedule': 'piecewise', 'points': value})}")
+                     f"{flow_yaml({'schedule': 'piecewise', 'points': value})}")
     if (err["type"] in _SCALAR_TYPES and isinstance(value, list) and value and all(isinstance(v, scalars) for v in value)
             and _lookup(source.data, loc) == value and check_key(".".join(loc)) is None):
         return loc, ("a list of values, and a train config trains one value of each setting: write one, or try each "
                      f"with raytrain tune, in a sweep file with base: {base} and space: "
-                     f"{flow({'.'.join(loc): {'distribution': 'grid', 'values': value}})}")
+                     f"{flow_yaml({'.'.join(loc): {'distribution': 'grid', 'values': value}})}")
     return None
 
 
@@ -784,7 +811,7 @@ def load_source(source: Source, overrides: list[str] | None = None) -> LoadedCon
         raise ConfigError(pydantic_issues(exc, source)) from None
     issues = _check_env(cfg, source) + _check_stop(cfg, source)
     cross_issues, warnings = _cross_checks(cfg, source)
-    warnings = _no_values(source) + warnings
+    warnings = _no_values(source) + warnings + _searches_in_env_config(cfg, source)
     issues += cross_issues
     if issues:
         raise ConfigError(issues)

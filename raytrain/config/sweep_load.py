@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from raytrain.config.kind import other_kind, wrong_kind
-from raytrain.config.load import LoadedConfig, load_source, pydantic_issues
+from raytrain.config.load import ENV_CONFIG, LoadedConfig, as_space, flow_yaml, load_source, pydantic_issues
 from raytrain.config.schema import SECTIONS, section_keys, whole_numbers_only
 from raytrain.config.source import Source, apply_overrides, did_you_mean, read_yaml
 from raytrain.config.sweep import SweepConfig
@@ -410,6 +410,12 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
         if problem:
             issue(("set", key), problem)
             del fixed[key]  # said once: not again as an unknown section of the base config
+        elif (space := as_space(fixed[key])) is not None and check_key(key) is None and not key.startswith(ENV_CONFIG):
+            # a train config is told to write it in a sweep file: this file is that sweep (an env_config value may be
+            # a mapping: warned of by load_source)
+            issue(("set", key), f"is a search, and set: gives every trial one value: move it to space: "
+                                f"{flow_yaml({key: space})}")
+            del fixed[key]
         elif searched := _searched_within(key, fixed[key], sweep.space):
             # every trial takes the searched value: the set one would be dropped unsaid
             for inner in searched:

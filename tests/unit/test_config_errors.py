@@ -1363,3 +1363,15 @@ def test_free_log_std_with_actions_that_have_no_gaussian_exits_2_before_ray(obs_
     from raytrain.rllib.fit import observation_issue
 
     assert observation_issue(pendulum.config, pendulum.source) is None
+
+
+def test_a_search_in_a_train_configs_env_config_is_warned_of(write_yaml):
+    """RLlib's old YAML ran through Tune, which expanded `{grid_search: [...]}` anywhere in the config: here the env
+    got the mapping itself (gymnasium.make's max_episode_steps={'grid_search': ...}), and `validate` said ok."""
+    path = write_yaml("environment:\n  env: CartPole-v1\n  env_config:\n    max_episode_steps: {grid_search: [30, 90]}\n")
+    assert load_config(path).warnings == [
+        f"warning: {path}:4: environment.env_config.max_episode_steps: is a search, and the env gets it as this mapping "
+        "(neither RLlib nor raytrain expands a search in env_config): to try each value, search it under a sweep's "
+        "space: {environment.env_config.max_episode_steps: {distribution: grid, values: [30, 90]}}"]
+    plain = write_yaml("environment:\n  env: CartPole-v1\n  env_config: {max_episode_steps: 30}\n")
+    assert load_config(plain).warnings == []

@@ -952,6 +952,31 @@ def test_a_set_mapping_that_holds_a_searched_key_is_refused(sweep_file, setting,
             "every trial would take the searched value and drop this one; keep one of them") in text, text
 
 
+@pytest.mark.parametrize(("key", "written", "space"), [
+    ("training.lr", "{distribution: loguniform, low: 0.0001, high: 0.01}",
+     "{distribution: loguniform, low: 0.0001, high: 0.01}"),
+    ("training.lr", "{grid_search: [0.001, 0.01]}", "{distribution: grid, values: [0.001, 0.01]}"),
+])
+def test_a_search_written_under_set_is_told_to_move_to_space(sweep_file, key, written, space):
+    """It said to search it "in a sweep file with base: base.yaml and space: ...", as for a train config: this file
+    is that sweep file, and the fix is to move the entry from set: to space:."""
+    path = sweep_file(f"name: b\nsearch: {{algorithm: random, num_samples: 2}}\nset:\n  {key}: {written}\n")
+    text = " ".join(errors(path).split())
+    assert text == (f"{path}:6: set.{key}: is a search, and set: gives every trial one value: move it to "
+                    f"space: {{{key}: {space}}}"), text
+
+
+def test_an_env_config_search_written_under_set_is_warned_of(sweep_file):
+    """An env_config value may be a mapping, so it is legal: it reached the env as one (gymnasium.make's
+    max_episode_steps={...}), without a word."""
+    path = sweep_file("name: b\nsearch: {algorithm: random, num_samples: 2}\nset:\n"
+                      "  environment.env_config.max_episode_steps: {distribution: choice, values: [30, 90]}\n")
+    assert [w for w in load_sweep(path).warnings if "env_config" in w] == [
+        f"warning: {path}:6: environment.env_config.max_episode_steps: is a search, and the env gets it as this mapping "
+        "(neither RLlib nor raytrain expands a search in env_config): to try each value, search it under a sweep's "
+        "space: {environment.env_config.max_episode_steps: {distribution: choice, values: [30, 90]}}"]
+
+
 def test_a_set_mapping_beside_a_searched_key_is_kept(sweep_file):
     """A set mapping whose keys are not searched is merged with the searched key in every trial."""
     path = sweep_file("name: b\nsearch: {algorithm: random, num_samples: 2}\n"
