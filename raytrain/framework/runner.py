@@ -170,22 +170,50 @@ def _spread(n: int) -> list[Any]:
 
 
 def _main_code_by_value(main: Callable[..., Any]) -> None:
-    """Ship the code of `main`'s own module or package with it, so nodes need not have it installed."""
+    """Ship the code of `main`'s own module or package with it, and of every module or package imported from the
+    folder that holds it (DI-engine's `--package` layout: main's module imports a module beside it), so nodes need
+    neither have it installed nor be started from that folder."""
     import sys
 
     from ray import cloudpickle  # Ray pickles with its own copy of cloudpickle
 
     module = getattr(main, "__module__", None)
-    if not module or module == "__main__" or module.split(".")[0] in ("raytrain", "ray", "builtins"):
+    if not module or module == "__main__":
         return
     top = sys.modules.get(module.split(".")[0])
-    path = getattr(top, "__file__", None) or ""
-    if top is None or "site-packages" in path or path.startswith(sys.base_prefix):
+    if top is None or not _users_own(top):
         return  # installed: the nodes import it themselves
-    try:
-        cloudpickle.register_pickle_by_value(top)
-    except ValueError:
-        pass
+    folder = _holding_folder(top)
+    beside = [m for name, m in list(sys.modules.items()) if "." not in name and m is not top and m is not None
+              and folder is not None and _holding_folder(m) == folder and _users_own(m)]
+    for shipped in (top, *beside):
+        try:
+            cloudpickle.register_pickle_by_value(shipped)
+        except ValueError:
+            pass
+
+
+def _users_own(module: Any) -> bool:
+    """Whether a top-level module is the user's own code: not raytrain's or Ray's (an editable install lies in a
+    folder like any other), nor installed, nor Python's."""
+    import sys
+
+    path = getattr(module, "__file__", None) or ""
+    return (module.__name__ not in ("raytrain", "ray", "builtins") and "site-packages" not in path
+            and "dist-packages" not in path and not path.startswith(sys.base_prefix))
+
+
+def _holding_folder(module: Any) -> str | None:
+    """The folder a top-level module of Python source was imported from (`f/mod.py`, `f/pkg/__init__.py`: f), else None."""
+    import os
+
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(path) == "__init__.py":
+        folder = os.path.dirname(folder)
+    return folder
 
 
 class NoRoomError(FrameworkError):

@@ -371,6 +371,32 @@ def test_raytrain_run_starts_a_local_ray_of_its_own_and_keeps_rays_messages_off_
     assert "Token authentication" not in out, out[-4000:]
 
 
+@pytest.mark.parametrize("form", ["folder", "file"])
+def test_raytrain_run_nodes_import_the_modules_beside_main_from_any_directory(ray_session, tmp_path, form):
+    """DI-engine's `ditask --package` layout: main's module imports a module and a package beside it. The nodes
+    failed with `No module named 'helper'` unless raytrain was started from that folder (only main's own module
+    went to them)."""
+    import ray
+
+    pkg = tmp_path / "pkg"
+    (pkg / "tools").mkdir(parents=True)
+    (pkg / "helper.py").write_text("def value():\n    return 41\n")
+    (pkg / "tools" / "__init__.py").write_text("from .more import one\n")
+    (pkg / "tools" / "more.py").write_text("def one():\n    return 1\n")
+    (pkg / "mod.py").write_text(
+        "import helper\nfrom tools import one\nfrom raytrain.framework import task\n\n\ndef main():\n"
+        "    with task.start():\n        print(f'node {task.router.node_id} got {helper.value() + one()}', flush=True)\n")
+    target, main = (str(pkg), "mod.main") if form == "folder" else (str(pkg / "mod.py"), "main")
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "raytrain", "run", target, "--main", main, "--workers", "2"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=elsewhere)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "node 0 got 42" in out and "node 1 got 42" in out, out[-4000:]
+
+
 def test_raytrain_run_reports_a_failing_node(ray_session, tmp_path):
     proc = _raytrain_run(tmp_path, "--workers", "2", "--labels", "fail,forever")
     out, _ = proc.communicate(timeout=180)
