@@ -15,13 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source
 from raytrain.errors import ConfigIssue, config_warning
 from raytrain.runs import RunFolder
 from raytrain.training import IterationReport, TrainOutcome
+
+if TYPE_CHECKING:
+    from raytrain.config.load import LoadedConfig
 
 
 def _ignore(*args: object) -> None:
@@ -105,6 +108,9 @@ def prepare(
                 loaded = load_config(file, overrides)
         except ConfigError as exc:
             raise where_it_imported(exc, folder.path) from None
+        if file is not None:
+            for line in resumed_with_file(folder, loaded):
+                notify(line)
         checkpoint = folder.latest_checkpoint(on_skip=notify)
         if checkpoint is None:
             raise UsageError(
@@ -216,6 +222,54 @@ def refuse_moving(run: Path, overrides: list[str]) -> None:
             raise UsageError(f"--set {text}: a resumed run stays in its folder, {run}, so experiment.{keys[0]} cannot "
                              "change: to train elsewhere, start a new run (raytrain train CONFIG.yaml), or copy the "
                              "run folder there and resume the copy; nothing was changed")
+
+
+def resumed_with_file(folder: RunFolder, loaded: LoadedConfig) -> list[str]:
+    """A resume given a config file: the run keeps its place, and what the file changes is told.
+
+    The file's `experiment.name` or `storage_path` of another value than the run's is refused, as a `--set` of one is
+    (`refuse_moving`): the run stays in its folder, and its config.yaml named the other place. One the file leaves
+    out (a name the env gives) takes the run's. Returns a notice for each other setting the file changes from the
+    run's config, at the file's line (a `--set` has its own `override:` line).
+
+    Raises:
+        ConfigError: the file moves the run.
+    """
+    from raytrain.config.load import load_source
+    from raytrain.config.source import parse_yaml
+    from raytrain.errors import ConfigError, ConfigIssue
+    from raytrain.paths import same_path
+
+    try:
+        recorded = load_source(parse_yaml(folder.read_config_yaml(), str(folder.path / "config.yaml"))).config
+    except (ConfigError, OSError, ValueError):
+        return []  # an unreadable record: nothing to compare with
+    cfg, source = loaded.config, loaded.source
+    for key in ("name", "storage_path"):
+        had, given = getattr(recorded.experiment, key), getattr(cfg.experiment, key)
+        if given == had or key == "storage_path" and same_path(given, had):
+            continue
+        if ("experiment", key) in source.origins:
+            raise ConfigError([ConfigIssue(
+                source.where(("experiment", key)), f"experiment.{key}",
+                f"a resumed run stays in its folder, {folder.path}, whose experiment.{key} is {had}: write that (or leave "
+                "it out), or start a new run (raytrain train FILE); nothing was changed")])
+        setattr(cfg.experiment, key, had)
+    was, now = _settings(recorded), _settings(cfg)
+    notices = []
+    for key, value in now.items():
+        where = source.origins.get(tuple(key.split(".")))
+        if value == was.get(key) or where is None or where.startswith("--set "):
+            continue
+        before = f"{was[key]} in the run" if key in was else "unset in the run"
+        notices.append(f"notice: {where}: {key}: {value} here ({before}): the resumed run trains on with it")
+    return notices
+
+
+def _settings(cfg: RaytrainConfig) -> dict[str, Any]:
+    """{section.key: value} of the settings `cfg` gives a value."""
+    return {f"{section}.{key}": value for section, values in cfg.to_yaml_dict().items() if isinstance(values, dict)
+            for key, value in values.items()}
 
 
 def _misfit(cfg: RaytrainConfig, source: Source, checkpoint: Path) -> ConfigIssue | None:

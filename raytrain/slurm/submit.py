@@ -234,7 +234,10 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
         if file is None:
             loaded = load_source(parse_yaml(folder.read_config_yaml(), source_name), overrides)
         else:
+            from raytrain.train_run import resumed_with_file
+
             loaded = load_config(file, overrides)
+            notices += resumed_with_file(folder, loaded)
         active = _running_jobs(folder.path)
         if active:
             raise UsageError(f"job {', '.join(active)} still runs {folder.path}: wait for it, or "

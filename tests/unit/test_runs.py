@@ -863,6 +863,50 @@ def test_a_resume_given_its_own_name_or_storage_path_goes_on(run_dir, tmp_path, 
     assert train_run.prepare(None, same, resume=run_dir).checkpoint is not None
 
 
+@pytest.mark.parametrize(("line", "key"), [
+    ("experiment: {{name: other_name, seed: 1, storage_path: {storage}}}", "experiment.name"),
+    ("experiment: {{name: tiny, seed: 1, storage_path: /tmp/elsewhere_of_a_resume}}", "experiment.storage_path"),
+])
+def test_a_resume_whose_file_moves_its_run_is_refused(run_dir, tmp_path, no_ray_start, line, key):
+    """`train OTHER.yaml --resume RUN` with another experiment name or storage path trained on in the run's folder,
+    exit 0 without a word, and its config.yaml then named the other name and path (a --set of them was refused)."""
+    _checkpoint(run_dir, "checkpoint_000001", 1)
+    _rows(run_dir, 1)
+    other = tmp_path / "other.yaml"
+    other.write_text(TINY.format(storage=tmp_path / "results").replace(
+        TINY.splitlines()[0].format(storage=tmp_path / "results"), line.format(storage=tmp_path / "results")))
+    before = _snapshot(run_dir)
+    result = runner.invoke(app, ["train", str(other), "--resume", str(run_dir)])
+    assert result.exit_code == 2, result.output
+    had = {"experiment.name": "tiny", "experiment.storage_path": str(tmp_path / "results")}[key]
+    assert (f"{other}:1: {key}: a resumed run stays in its folder, {run_dir}, whose {key} is {had}: write that (or "
+            "leave it out), or start a new run (raytrain train FILE); nothing was changed") in " ".join(result.output.split()), \
+        result.output
+    assert _snapshot(run_dir) == before and not Path("/tmp/elsewhere_of_a_resume").exists()
+
+
+def test_a_resume_with_a_file_keeps_the_runs_place_and_tells_what_the_file_changes(run_dir, tmp_path, no_ray_start):
+    """A file that leaves the name out (so the env's gives it) resumes in the run's place; each setting the file
+    changes from the run's config is told, as `--set` overrides are."""
+    from raytrain import train_run
+
+    _checkpoint(run_dir, "checkpoint_000001", 1)
+    _rows(run_dir, 1)
+    other = tmp_path / "other.yaml"
+    other.write_text("environment: {env: CartPole-v1}\nenv_runners: {num_env_runners: 0}\n"
+                     "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 2, lr: 0.0003}\n"
+                     "stop: {training_iteration: 4}\n"
+                     f"experiment: {{seed: 1, storage_path: {tmp_path / 'results'}}}\n")
+    lines: list[str] = []
+    prepared = train_run.prepare(other, ["stop.training_iteration=5"], resume=run_dir, notify=lines.append)
+    assert (prepared.cfg.experiment.name, prepared.cfg.experiment.storage_path) == ("tiny", str(tmp_path / "results"))
+    changed = [line for line in lines if "in the run" in line]
+    assert changed == [
+        f"notice: {other}:3: training.lr: 0.0003 here (unset in the run): the resumed run trains on with it",
+        f"notice: {other}:3: training.num_epochs: 2 here (1 in the run): the resumed run trains on with it",
+    ], lines
+
+
 @pytest.mark.parametrize(("lost", "said"), [
     # It said ".../params.json is not the params.json of a raytrain sweep's trial", of a file that does not exist.
     ("config.yaml", "has no config.yaml (the run's config, which raytrain writes in every checkpoint): it is incomplete "
