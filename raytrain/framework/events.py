@@ -69,6 +69,11 @@ class EventBus:
         self._backlog_warned = False
         self._closed = False
         self._waiters: set[threading.Event] = set()
+        self._senders_gone: str | None = None
+        """Why no event can come from another node any more (every node that could send has finished), once so."""
+        self._arrived: deque[str] = deque(maxlen=20)
+        """The names of the latest events from other nodes, told by a wait that ends for want of senders."""
+        self._arrivals = 0
 
     # -- registration ------------------------------------------------------------------------------
     def on(self, pattern: str, fn: Callable) -> None:
@@ -119,6 +124,9 @@ class EventBus:
         kwargs = kwargs or {}
         if not remote:
             return self._run(self._take(event), event, args, kwargs)
+        with self._lock:
+            self._arrived.append(event)
+            self._arrivals += 1
         with self._delivery:
             handlers = self._take(event)
             if not handlers:
@@ -179,18 +187,41 @@ class EventBus:
             if self._closed:
                 raise FrameworkError(f"cannot wait for '{event}': the task is stopped")
             self._waiters.add(ready)
+            arrivals = self._arrivals
         try:
             self.once(event, catch)
-            if not ready.wait(None if math.isinf(timeout) else max(0.0, timeout)):
+            with self._lock:
+                gone = self._senders_gone
+            if gone is None and not ready.wait(None if math.isinf(timeout) else max(0.0, timeout)):
                 self.off(event, catch)
                 if not got:  # it may have arrived between the timeout and off()
                     raise TimeoutError(f"wait_for('{event}') timed out after {timeout:g} s: no '{event}' event arrived")
+            if not got:
+                self.off(event, catch)
+                with self._lock:
+                    gone = self._senders_gone if not self._closed else None
+                    came = self._arrivals - arrivals
+                    instead = list(self._arrived)[-came:] if came else []
+                if gone is not None and not got:
+                    meanwhile = (f" (events that arrived while waiting: {', '.join(repr(e) for e in dict.fromkeys(instead))})"
+                                 if instead else "")
+                    # a timeout that came early: nothing can come (DI-engine's ignore_timeout_exception returns None)
+                    raise TimeoutError(f"wait_for('{event}'): {gone}, and no '{event}' arrived{meanwhile}")
             if not got:
                 raise FrameworkError(f"stopped while waiting for '{event}'")
             return got[0]
         finally:
             with self._lock:
                 self._waiters.discard(ready)
+
+    def senders_gone(self, why: str) -> None:
+        """No event can come from another node any more (`why`): wake every wait_for (it raises TimeoutError, naming
+        its event, unless its event came), and end each later one at once."""
+        with self._lock:
+            self._senders_gone = why
+            waiters = list(self._waiters)
+        for w in waiters:
+            w.set()
 
     def close(self) -> None:
         """Drop every handler and the backlog; wake every wait_for (it raises)."""
@@ -206,6 +237,7 @@ class EventBus:
         """Empty and open again (a task's `start()`); keeps the backlog of events from other nodes."""
         with self._lock:
             self._closed = False
+            self._senders_gone = None  # told again by the router when the task attaches
             self._handlers.clear()
             self.errors.clear()
 

@@ -30,6 +30,9 @@ class MessageKind(enum.Enum):
     """A raw router topic (`task.router.emit`): handed to the router's own handlers."""
     FINISH = "finish"
     """Another node's task finished: end this node's run after its current step."""
+    DONE = "done"
+    """Another node's `main` returned (its name is that node's id): it sends nothing more. Put in this node's inbox
+    by the runner, after everything that node sent."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,9 @@ class RemoteEvents(Protocol):
     def finish_remote(self) -> None:
         """Another node finished: end this node's run after its current step."""
 
+    def senders_gone(self, why: str) -> None:
+        """Every node that could send to this one has finished (`why`): no event can come from another node."""
+
 
 class Router(Subscriptions):
     """One node of a parallel run: identity, raw topics (`on` / `emit`), and the transport of task events.
@@ -68,6 +71,9 @@ class Router(Subscriptions):
         self._task: RemoteEvents | None = None
         self._pending: deque[tuple[str, tuple[Any, ...], dict[str, Any]]] = deque()
         self._finish_pending = False
+        self._done: set[int] = set()
+        """The nodes whose `main` returned (told by the runner, in order with what they sent)."""
+        self._senders_gone: str | None = None
         self._outbox: Outbox | None = None
         self._inbox: Inbox | None = None
 
@@ -129,6 +135,8 @@ class Router(Subscriptions):
             self._task = task
             if self._finish_pending:
                 task.finish_remote()
+            if self._senders_gone is not None:
+                task.senders_gone(self._senders_gone)
             while self._pending:
                 task.deliver_remote(*self._pending.popleft())
 
@@ -154,6 +162,15 @@ class Router(Subscriptions):
             return
         self._outbox.send(self._targets, Message.pack(kind, name, args, kwargs))
 
+    def peer_done(self, node_id: int) -> None:
+        """Node `node_id`'s `main` returned: after what it sent is handed on, a wait_for that only it or other
+        finished nodes could satisfy ends (`senders_gone`)."""
+        done = Message(MessageKind.DONE, str(node_id))
+        if self._inbox is not None:
+            self._inbox.put_after(done)
+        else:
+            self.receive(done)
+
     # -- receiving ---------------------------------------------------------------------------------
     def deliver_batch(self, sender_key: str, seq: int, batch: Batch) -> None:
         """A batch of messages from another node's outbox (its `seq`-th to this node)."""
@@ -169,6 +186,9 @@ class Router(Subscriptions):
                 if self._task is not None:
                     self._task.finish_remote()
             return
+        if message.kind is MessageKind.DONE:
+            self._note_done(int(message.name))
+            return
         args, kwargs = message.unpack()
         if message.kind is MessageKind.TOPIC:
             self._bus.dispatch(message.name, args, kwargs, remote=True)
@@ -179,3 +199,16 @@ class Router(Subscriptions):
                 self._pending.append((message.name, args, kwargs))
                 return
         task.deliver_remote(message.name, args, kwargs)
+
+    def _note_done(self, node_id: int) -> None:
+        assert self.node_id is not None  # a node receives
+        senders = [n for n in self.node_ids if n != self.node_id and self.node_id in receivers(self.topology, self.node_ids, n)]
+        with self._lock:
+            self._done.add(node_id)
+            if self._senders_gone is not None or node_id not in senders or not set(senders) <= self._done:
+                return
+            names = ", ".join(f"node {n}" for n in senders)
+            self._senders_gone = f"every node that could send it ({names}) has finished"
+            task = self._task
+        if task is not None:
+            task.senders_gone(self._senders_gone)

@@ -143,6 +143,9 @@ class NodeActor:
     def finish(self) -> None:
         self.router.receive(FINISH)
 
+    def peer_done(self, node_id: int) -> None:
+        self.router.peer_done(node_id)
+
     def run(self, main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], retries: int = 0) -> Any:
         self.router.retries = retries
         try:
@@ -293,6 +296,7 @@ def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: 
                 nid = pending.pop(ref)
                 try:
                     results[nid] = ray.get(ref)
+                    _tell_done(actors, nid, pending.values())
                 except Exception as e:  # noqa: BLE001 - RayTaskError or RayActorError
                     message, tb = _describe(e)
                     if attempts[nid] < retries:
@@ -318,6 +322,15 @@ def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: 
             except Exception:  # noqa: BLE001 - already gone
                 pass
     return [results.get(nid) for nid in spec.ids]
+
+
+def _tell_done(actors: dict[int, Any], nid: int, running: Iterable[int]) -> None:
+    """Tell the nodes still running that node `nid`'s `main` returned (it sends nothing more)."""
+    for other in set(running):
+        try:
+            actors[other].peer_done.remote(nid)
+        except Exception:  # noqa: BLE001 - gone: its own result says why
+            pass
 
 
 def _stop_nodes(actors: dict[int, Any], pending: dict[Any, int], grace_s: float = 3.0) -> None:

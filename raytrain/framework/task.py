@@ -267,6 +267,11 @@ class Task(Subscriptions):
         self._finish_sent = True
         self._finish = True
 
+    def senders_gone(self, why: str) -> None:
+        """Every node that could send to this one has finished: a wait_for for an event that has not come ends
+        with an error naming it (it waited for ever)."""
+        self._bus.senders_gone(why)
+
     def deliver_remote(self, event: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """An event from another node (called by the router's inbox thread)."""
         if not self._stopped:
@@ -517,7 +522,8 @@ class Task(Subscriptions):
 
         Args:
             event: the event's name (a glob pattern).
-            timeout: seconds to wait (default: for ever).
+            timeout: seconds to wait (default: for ever). In a parallel run the wait also ends, as a timeout,
+                once every node that could send the event has finished without sending it.
             ignore_timeout_exception: False (the default): a timeout raises TimeoutError naming the event.
                 True: a timeout logs a warning naming the event and returns None, as DI-engine's default does.
         """

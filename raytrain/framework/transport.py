@@ -151,6 +151,10 @@ class Inbox:
                 self._queue.put(batch)
                 self._release(sender_key, expected + 1)
 
+    def put_after(self, message: Message) -> None:
+        """A message of this node's own, handed on after every batch put so far."""
+        self._queue.put([message])
+
     def _release(self, sender_key: str, expected: int) -> None:
         held = self._held.get(sender_key, {})
         while expected in held:

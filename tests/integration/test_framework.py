@@ -562,6 +562,42 @@ def test_wait_for_timeout_names_the_event(ray_session):
     assert "never_sent" in Parallel.runner(1)(main)[0]
 
 
+def _waits_for_what_never_comes():
+    with task.start():
+        if task.router.node_id == 1:
+            try:
+                task.wait_for("model")
+            except TimeoutError as e:  # DI-engine's code catches a wait's end as one
+                return str(e)
+            return "got it"
+        time.sleep(0.5)
+        task.emit("models", 1)  # a typo: nobody waits for it
+        return "sent"
+
+
+def test_a_wait_for_that_no_node_is_left_to_satisfy_ends_with_an_error_naming_it(ray_session):
+    """Node 1 waited for ever after node 0, the only node that could send to it, had finished: the run hung until
+    Ctrl-C. The wait now ends with an error that names the event and what arrived instead."""
+    started = time.monotonic()
+    results = Parallel.runner(2)(_waits_for_what_never_comes)
+    assert time.monotonic() - started < 60
+    assert results == ["sent", "wait_for('model'): every node that could send it (node 0) has finished, and no "
+                               "'model' arrived (events that arrived while waiting: 'models')"]
+
+
+def _waits_for_a_late_event():
+    with task.start():
+        if task.router.node_id == 1:
+            return task.wait_for("model")[0]
+        time.sleep(1.0)
+        task.emit("model", 7)
+        return None
+
+
+def test_an_event_sent_just_before_its_sender_finishes_still_reaches_the_waiter(ray_session):
+    assert Parallel.runner(2)(_waits_for_a_late_event) == [None, (7,)]
+
+
 def test_runner_rejects_a_bad_topology():
     with pytest.raises(FrameworkError, match="unknown topology 'ring'"):
         Parallel.runner(2, topology="ring")

@@ -1374,3 +1374,32 @@ def test_a_nodes_traceback_keeps_only_the_nodes_own_frames():
         *user_frames,
     ])
     assert runner.node_traceback(ray_text) == "\n".join(["Traceback (most recent call last):", *user_frames])
+
+
+def test_a_wait_ends_as_a_timeout_naming_what_came_once_no_sender_is_left():
+    """A node waited for ever after every node that could send to it had finished."""
+    import threading
+
+    from raytrain.framework.events import EventBus
+
+    bus = EventBus()
+    said: list[BaseException] = []
+
+    def wait():
+        try:
+            bus.wait_for("model")
+        except TimeoutError as e:
+            said.append(e)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)
+    bus.dispatch("models", (1,), remote=True)
+    bus.senders_gone("every node that could send it (node 0) has finished")
+    waiter.join(5)
+    assert [str(e) for e in said] == ["wait_for('model'): every node that could send it (node 0) has finished, and no "
+                                      "'model' arrived (events that arrived while waiting: 'models')"]
+    with pytest.raises(TimeoutError, match="no 'later' arrived$"):
+        bus.wait_for("later")  # at once: nothing can come
+    bus.dispatch("kept", (2,), remote=True)  # came before the wait: it is the backlog's
+    assert bus.wait_for("kept") == ((2,), {})
