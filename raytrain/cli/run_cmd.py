@@ -67,6 +67,11 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
     if not callable(fn):
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module.__name__)
         raise UsageError(f"--main {given}: {module.__name__} has no function '{func_name}' (functions there: {', '.join(found) or 'none'})")
+    what = ("a coroutine function (async def)" if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+            else "a generator function (it yields)" if inspect.isgeneratorfunction(fn) else None)
+    if what is not None:
+        raise UsageError(f"--main {given}: {func_name} is {what}: calling it runs none of its body, and every node calls "
+                         "it once; name a plain function (def main(): ...), which may run a coroutine with asyncio.run")
     try:
         inspect.signature(fn).bind()
     except TypeError:

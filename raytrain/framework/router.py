@@ -34,6 +34,17 @@ def receivers(topology: str, node_ids: list[int], node_id: int) -> tuple[int, ..
     raise FrameworkError(f"unknown topology '{topology}': use one of {', '.join(TOPOLOGIES)}")
 
 
+def as_labels(labels: str | Iterable[str] | None) -> set[str]:
+    """Labels as given to `task.start` or `Parallel.runner`: one string is one label (as `match_labels` takes one
+    pattern), not its letters."""
+    if labels is None:
+        return set()
+    items = [labels] if isinstance(labels, str) else list(labels)
+    if wrong := [item for item in items if not isinstance(item, str)]:
+        raise FrameworkError(f"labels: give strings (got {wrong[0]!r})")
+    return set(items)
+
+
 class RemoteEvents(Protocol):
     """What a router hands a task (`Task` is one): events and finish from other nodes."""
 

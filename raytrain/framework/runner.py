@@ -19,7 +19,7 @@ from typing import Any
 
 from raytrain.errors import FrameworkError
 from raytrain.framework.payload import FINISH
-from raytrain.framework.router import TOPOLOGIES, Router
+from raytrain.framework.router import TOPOLOGIES, Router, as_labels
 from raytrain.framework.transport import Batch, PeerHandles
 
 log = logging.getLogger("raytrain.framework")
@@ -81,7 +81,7 @@ class RunSpec:
         return cls(
             ids,
             topology,
-            sorted(set(labels or ())),
+            sorted(as_labels(labels)),
             auto_recover,
             max_retries,
             ray_address,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Union
 from raytrain.errors import FrameworkError
 from raytrain.framework.context import Context
 from raytrain.framework.events import EventBus, HandlerError, Subscriptions
+from raytrain.framework.router import as_labels
 from raytrain.framework.wrappers import middleware_name
 
 if TYPE_CHECKING:
@@ -64,6 +65,31 @@ _nested = threading.local()
 """`stack`: the backward parts of middleware that `task.wrap` ran inside the forward part running in this thread."""
 
 
+def _checked_context(ctx: Any) -> Context:
+    """`task.start`'s `ctx`: a context object (`renew()` builds the next step's from it)."""
+    if isinstance(ctx, type) and issubclass(ctx, Context):
+        raise FrameworkError(f"ctx takes a context object: {ctx.__name__}(), not the class")
+    if not isinstance(ctx, Context):
+        raise FrameworkError(f"ctx takes a Context (Context(), OnlineRLContext(), ...), got {type(ctx).__name__}")
+    return ctx
+
+
+_said_returned: set[str] = set()
+"""The middleware told of returning a function (once each, by name)."""
+
+
+def _returned_a_function(fn: Middleware, out: Any) -> None:
+    """Warn, once per middleware, when it returned a function: `task.use(collector)` where `collector(cfg)` makes
+    the middleware ran the maker every step and dropped what it made."""
+    name = middleware_name(fn)
+    if name in _said_returned:
+        return
+    _said_returned.add(name)
+    made = middleware_name(out)
+    log.warning("middleware %s returned a function (%s), which the task drops: if %s makes the middleware, use what it "
+                "makes (task.use(%s(cfg)))", name, made, name, name)
+
+
 def _forward_part(fn: Middleware, ctx: Any) -> Backward | None:
     """Run `fn` up to its first `yield`; return a generator if it has a backward part.
 
@@ -82,6 +108,8 @@ def _forward_part(fn: Middleware, ctx: Any) -> Backward | None:
                 g = out
             except StopIteration:
                 pass
+        elif callable(out) and not isinstance(out, type):
+            _returned_a_function(fn, out)
     except BaseException:
         _abandon(nested)
         raise
@@ -186,7 +214,7 @@ class Task(Subscriptions):
     def _reset(
         self, async_mode: bool, n_async_workers: int, ctx: Context | None, labels: Iterable[str] | None
     ) -> None:
-        self.ctx = ctx if ctx is not None else Context()
+        self.ctx = _checked_context(ctx) if ctx is not None else Context()
         self._middleware: list[Middleware] = []
         self._wrappers: list[Callable[[Middleware], Middleware]] = []
         self._wrapped: list[Middleware] = []
@@ -197,7 +225,7 @@ class Task(Subscriptions):
         self._n_async_workers = n_async_workers
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._extra_labels = set(labels or ())
+        self._extra_labels = as_labels(labels)
         self._roles: set[Role] = set()
         self._bus.reset()
 
@@ -321,6 +349,8 @@ class Task(Subscriptions):
             return self
         if not callable(fn):
             raise FrameworkError(f"task.use() needs a callable middleware, got {type(fn).__name__}")
+        if not isinstance(lock, bool) and not (callable(getattr(lock, "acquire", None)) and hasattr(lock, "__enter__")):
+            raise FrameworkError(f"task.use({middleware_name(fn)}): lock takes True, False or a threading.Lock, got {lock!r}")
         if lock:
             fn = self._locked(fn, lock)
         self._middleware.append(fn)

@@ -486,6 +486,25 @@ def test_raytrain_run_of_a_module_that_cannot_be_imported_is_a_usage_error(tmp_p
     assert said in " ".join(result.output.split())
 
 
+@pytest.mark.parametrize(("source", "what"), [
+    ("async def main():\n    print('ran')\n", "a coroutine function (async def)"),
+    ("def main():\n    print('ran')\n    yield\n", "a generator function (it yields)"),
+])
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_raytrain_run_of_a_main_that_would_not_run_its_body_is_a_usage_error(tmp_path, workers, source, what):
+    """Calling it only makes a coroutine or a generator: with one worker the body never ran, exit 0 ("1 node
+    finished", and Python's `coroutine 'main' was never awaited`); with two, `cannot pickle 'coroutine' object` after
+    the nodes had started, exit 1."""
+    (tmp_path / "pipeline.py").write_text(source)
+    from .conftest import invoke
+
+    result = invoke(["run", str(tmp_path / "pipeline.py"), "--main", "main", "--workers", workers])
+    assert result.exit_code == 2, result.output
+    assert (f"--main main: main is {what}: calling it runs none of its body, and every node calls it once; name a "
+            "plain function (def main(): ...), which may run a coroutine with asyncio.run") in " ".join(result.output.split())
+    assert "ran" not in result.output
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_raytrain_run_of_a_main_that_needs_arguments_is_a_usage_error(tmp_path, workers):
     """Every node calls `main()` with none, as ditask does: it was `TypeError: main() missing 1 required

@@ -1403,3 +1403,51 @@ def test_a_wait_ends_as_a_timeout_naming_what_came_once_no_sender_is_left():
         bus.wait_for("later")  # at once: nothing can come
     bus.dispatch("kept", (2,), remote=True)  # came before the wait: it is the backlog's
     assert bus.wait_for("kept") == ((2,), {})
+
+
+def test_a_label_given_as_one_string_is_one_label():
+    """`labels="learner"` became the labels l, e, a, r, n: `match_labels("learner")` was False without a word."""
+    from raytrain.framework import Parallel
+
+    t = Task()
+    with t.start(labels="learner"):
+        assert t.labels == {"standalone", "learner"} and t.match_labels("learner")
+    assert Parallel.runner(n_parallel_workers=1, labels="learner").spec.labels == ["learner"]
+    with pytest.raises(FrameworkError, match=r"labels: give strings \(got 5\)"):
+        t.start(labels=[5])
+
+
+def test_a_context_class_given_for_a_context_is_refused_at_start():
+    """`task.start(ctx=OnlineRLContext)` failed only in run(): `Context.renew() missing 1 required positional argument`."""
+    t = Task()
+    with pytest.raises(FrameworkError, match=r"ctx takes a context object: OnlineRLContext\(\), not the class"):
+        t.start(ctx=OnlineRLContext)
+    with pytest.raises(FrameworkError, match=r"ctx takes a Context \(Context\(\), OnlineRLContext\(\), ...\), got dict"):
+        t.start(ctx={})
+
+
+def test_a_lock_that_is_no_lock_is_refused_at_use():
+    """`task.use(fn, lock=5)` was taken and failed only once the run used it."""
+    t = Task()
+    with t.start():
+        with pytest.raises(FrameworkError, match=r"lock takes True, False or a threading.Lock, got 5"):
+            t.use(lambda ctx: None, lock=5)
+        t.use(lambda ctx: None, lock=threading.Lock())
+
+
+def test_a_middleware_that_returns_a_function_is_warned_of_once(caplog):
+    """`task.use(collector)` where `collector(cfg)` makes the middleware: each step made a middleware and dropped it,
+    exit 0 without a word."""
+    def collector(cfg):
+        def _collect(ctx):
+            ctx.collected = True
+        return _collect
+
+    t = Task()
+    with caplog.at_level(logging.WARNING, logger="raytrain.framework"):
+        with t.start():
+            t.use(collector)
+            t.run(max_step=3)
+    said = [r.getMessage() for r in caplog.records if "returned" in r.getMessage()]
+    assert said == ["middleware collector returned a function (_collect), which the task drops: if collector makes the "
+                    "middleware, use what it makes (task.use(collector(cfg)))"]
