@@ -71,12 +71,16 @@ class ImportResult:
     """The `file:line` of the old key of each path of `sweep()` that is not in the train config (`space`, ...)."""
     num_samples: int | None = None
     """The old experiment's `num_samples` (how many times the grid runs), where it set one."""
+    search_seed: int | None = None
+    """The old config's `seed` in a conversion with a `space`: the sweep's search.seed (each trial draws its own)."""
 
     def sweep(self) -> dict[str, Any]:
         """The sweep file (YAML-ready data) of a conversion with a `space`: a grid over it, `data` embedded."""
         search: dict[str, Any] = {"algorithm": "grid"}
         if self.num_samples is not None:
             search["num_samples"] = self.num_samples
+        if self.search_seed is not None:
+            search["seed"] = self.search_seed
         return {"train": self.data, "search": search,
                 "space": {key: {"distribution": "grid", "values": values} for key, values in self.space.items()}}
 
@@ -289,6 +293,14 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
     elif "num_samples" in old:
         result.untranslated.append("num_samples: no raytrain counterpart for a train config (a sweep's "
                                    "search.num_samples repeats trials)")
+    if result.space and "seed" in result.data.get("experiment", {}):
+        # Every trial of a raytrain sweep draws its own seed: the seed written would be dropped unsaid.
+        seed = result.search_seed = result.data["experiment"].pop("seed")
+        came = result.origins.pop(("experiment", "seed"), None)
+        if came is not None:
+            result.sweep_origins[("search", "seed")] = came
+        result.notes.append(f"{came + ': ' if came else ''}config.seed: {seed} became search.seed: {seed}: each trial "
+                            f"draws its own seed from it (RLlib gave every trial seed {seed})")
     return result
 
 

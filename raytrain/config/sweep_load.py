@@ -295,7 +295,7 @@ def load_sweep_source(source: Source, path: str | Path, overrides: list[str] | N
         base = _load_base(path, sweep, source, issue)
     except ConfigError as exc:
         raise ConfigError(issues + exc.issues) from None
-    notices += base.notices
+    notices += base.notices + _seed_replaced(sweep, base)
     warnings += base.warnings
     taken.update(_take_checkpoint_settings(sweep, source, base))
     _check_algorithm(sweep, issue, warnings.append)
@@ -318,6 +318,23 @@ def load_sweep_source(source: Source, path: str | Path, overrides: list[str] | N
     if issues:
         raise ConfigError(issues)
     return loaded
+
+
+def _seed_replaced(sweep: SweepConfig, base: LoadedConfig) -> list[str]:
+    """A notice when the base config's own `experiment.seed` is replaced by the seed each trial draws (a `set:` of it is
+    refused): `config validate` said ok, and the seed written was not used."""
+    from raytrain.sweeps import DRAWN_SEED
+
+    if ("experiment", "seed") not in base.source.origins or base.config.experiment.seed is None or DRAWN_SEED in sweep.space \
+            or DRAWN_SEED not in trial_overrides(sweep):
+        return []
+    seed = base.config.experiment.seed
+    drawn = (f"each trial draws its own seed from search.seed ({sweep.search.seed})" if sweep.search.seed is not None
+             else "each trial draws its own seed, and search.seed is unset: set search.seed: N to draw the same seeds "
+                  "each time")
+    where = base.source.where(("experiment", "seed"))
+    return [f"notice: {where}: experiment.seed: {seed} is not used by the sweep's trials: {drawn} (to give every trial "
+            f"this seed: space: {{{DRAWN_SEED}: {{distribution: choice, values: [{seed}]}}}})"]
 
 
 def _drawn_range(distribution: Any) -> tuple[float, float] | None:

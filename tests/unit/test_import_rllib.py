@@ -209,6 +209,25 @@ def test_grid_search_values_become_a_grid_sweep(write_yaml, tmp_path, monkeypatc
     assert loaded.sweep.checkpoint.frequency == 5
 
 
+def test_the_seed_of_a_grid_becomes_the_sweeps_search_seed(write_yaml, tmp_path, monkeypatch):
+    """`config.seed: 3` went into the embedded train config, where every trial drew its own seed instead, from a
+    search.seed left unset: the seed written was dropped and the trials' seeds could not be repeated."""
+    from raytrain.config.sweep_load import load_sweep
+
+    monkeypatch.setenv("HOME", str(tmp_path / "converter"))
+    path = write_yaml(GRID_EXAMPLE.replace("        gamma: 0.99\n", "        gamma: 0.99\n        seed: 3\n"), "old.yaml")
+    out = tmp_path / "sweep.yaml"
+    result = _import(path, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(out.read_text())
+    assert data["search"] == {"algorithm": "grid", "num_samples": 2, "seed": 3}
+    assert "seed" not in data["train"]["experiment"]
+    assert (f"notice: {path}:10: config.seed: 3 became search.seed: 3: each trial draws its own seed from it (RLlib "
+            "gave every trial seed 3)") in " ".join(result.output.split()), result.output
+    loaded = load_sweep(out, storage="skip")
+    assert loaded.sweep.search.seed == 3 and [n for n in loaded.notices if "experiment.seed" in n] == []
+
+
 @pytest.mark.parametrize(
     ("config", "line", "said"),
     [

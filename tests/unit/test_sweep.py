@@ -1015,6 +1015,22 @@ def test_a_seed_set_for_every_trial_where_each_draws_its_own_is_refused(sweep_fi
         assert load_sweep(sweep_file(fine)).base.config.experiment.seed == 7
 
 
+@pytest.mark.parametrize(("search", "said"), [
+    ("search: {algorithm: random, num_samples: 2, seed: 5}\n", "each trial draws its own seed from search.seed (5)"),
+    ("search: {algorithm: random, num_samples: 2}\n", "each trial draws its own seed, and search.seed is unset: set "
+                                                       "search.seed: N to draw the same seeds each time"),
+])
+def test_the_base_configs_seed_that_the_trials_replace_is_told(sweep_file, search, said):
+    """The base's `experiment.seed: 1` was replaced by each trial's drawn seed, with no word: validate said ok."""
+    path = sweep_file("name: s\n" + search)
+    found = [n for n in load_sweep(path).notices if "experiment.seed" in n]
+    assert found == [f"notice: {path.parent / 'base.yaml'}:2: experiment.seed: 1 is not used by the sweep's trials: "
+                     f"{said} (to give every trial this seed: space: {{experiment.seed: {{distribution: choice, values: "
+                     "[1]}})"]
+    one = sweep_file("name: s\nsearch: {algorithm: random, num_samples: 1}\n")
+    assert [n for n in load_sweep(one).notices if "experiment.seed" in n] == []
+
+
 def test_a_setting_set_and_perturbed_by_pbt_is_refused(sweep_file):
     """PBT starts each trial from a value drawn from its mutations: the set one was dropped unsaid."""
     path = sweep_file("name: p\nsearch: {algorithm: pbt, num_samples: 2}\nset: {training.lr: 0.001}\n"
