@@ -271,6 +271,8 @@ def runs_held(path: str | Path, command: str) -> str | None:
     """The error for an experiment folder (storage_path/<experiment.name>, every `raytrain train` of that name
     made a run folder in it) given where `command` takes one run folder; None when `path` holds no runs."""
     p = absolute(path)
+    if p.name == "checkpoints" and (p.parent / "config.yaml").is_file():
+        return f"{path} is the checkpoints folder of the run {p.parent}: give the run folder, `{command} {p.parent}`"
     runs = run_folder_names(p) if p.is_dir() else []
     if not runs:
         return None

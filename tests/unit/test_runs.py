@@ -863,6 +863,22 @@ def test_a_resume_given_its_own_name_or_storage_path_goes_on(run_dir, tmp_path, 
     assert train_run.prepare(None, same, resume=run_dir).checkpoint is not None
 
 
+@pytest.mark.parametrize("command", [["train", "--resume"]])
+def test_a_runs_checkpoints_folder_names_its_run(run_dir, no_ray_start, command):
+    """It said the folder "holds 2 run folders of `raytrain train` (checkpoint_000001, checkpoint_000002)" and named a
+    checkpoint as the run folder to give, which was then refused as a checkpoint. (`eval` takes the folder: it
+    evaluates the run's latest checkpoint.)"""
+    _checkpoint(run_dir, "checkpoint_000001", 1)
+    _checkpoint(run_dir, "checkpoint_000002", 2)
+    _rows(run_dir, 2)
+    before = _snapshot(run_dir)
+    result = runner.invoke(app, [*command, str(run_dir / "checkpoints")])
+    assert result.exit_code == 2, result.output
+    assert (f"{run_dir / 'checkpoints'} is the checkpoints folder of the run {run_dir}: give the run folder, "
+            f"`raytrain {' '.join(command)} {run_dir}`") in " ".join(result.output.split()), result.output
+    assert _snapshot(run_dir) == before
+
+
 @pytest.mark.parametrize(("line", "key"), [
     ("experiment: {{name: other_name, seed: 1, storage_path: {storage}}}", "experiment.name"),
     ("experiment: {{name: tiny, seed: 1, storage_path: /tmp/elsewhere_of_a_resume}}", "experiment.storage_path"),
