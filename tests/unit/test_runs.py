@@ -733,8 +733,11 @@ def test_resuming_an_experiment_folder_names_its_latest_run(tmp_path):
     assert str(info.value) == (f"{tmp_path} holds 3 run folders of `raytrain train` (2026-11-27_10-00-00, "
                                "2026-11-27_11-00-00, 2026-11-27_11-00-00_1): give one, the latest being "
                                f"`raytrain train --resume {tmp_path / '2026-11-27_11-00-00_1'}`")
-    with pytest.raises(UsageError, match="is not a raytrain run folder"):
-        RunFolder.open(tmp_path / "2026-11-27_10-00-00" / "checkpoints")
+    run = tmp_path / "2026-11-27_10-00-00"
+    with pytest.raises(UsageError) as info:
+        RunFolder.open(run / "checkpoints")
+    assert str(info.value) == (f"{run / 'checkpoints'} is the checkpoints folder of the run {run}: give the run folder, "
+                               f"`raytrain train --resume {run}`")
 
 
 def test_the_local_learner_gpu_refusal_counts_in_words(write_yaml):
