@@ -6,11 +6,24 @@ import os
 from typing import NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 from raytrain import __version__
 from raytrain.cli import cluster_cmd, config_cmd, nfs_cmd, run_cmd, slurm_cmd, train_cmd, tune_cmd
 
+
+class _RaytrainGroup(TyperGroup):
+    """The root command: refuses an empty argument before any command parses it (`empty_argument`)."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if (empty := empty_argument(args)) is not None:
+            where, what = empty
+            raise typer.BadParameter(what, ctx=ctx, param_hint=where)
+        return super().parse_args(ctx, args)
+
+
 app = typer.Typer(
+    cls=_RaytrainGroup,
     name="raytrain",
     help="Train and sweep RLlib PPO agents on your own Ray cluster from one YAML file.",
     no_args_is_help=True,
@@ -33,6 +46,27 @@ def _root(
 ) -> None:
     if verbose:
         os.environ["RAYTRAIN_DEBUG"] = "1"
+
+
+def empty_argument(args: list[str]) -> tuple[str, str] | None:
+    """(which argument, what is wrong) of the first empty one among a command's `args` (before `--`), else None.
+
+    No raytrain argument takes an empty value, and a path argument `''` is read as `.`: `eval ''` looked at the
+    current directory, and `--address ''` meant a local Ray to `train` but failed `run` once Ray had started. What
+    follows `--` is a command of the user's own (`cluster exec FILE -- ...`), empties included.
+    """
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return None
+        flag = args[i - 1] if i and args[i - 1].startswith("-") and "=" not in args[i - 1] else None
+        if arg.startswith("-") and arg.endswith("=") and len(arg) > 2:
+            flag, arg = arg[:-1], ""
+        if arg.strip():
+            continue
+        if flag is not None:
+            return flag, f"empty: give a value, or leave {flag} out"
+        return (f"argument {i + 1} (after {args[i - 1]})" if i else "argument 1"), "empty: give a value"
+    return None
 
 
 app.add_typer(config_cmd.app, name="config")

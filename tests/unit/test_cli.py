@@ -614,3 +614,34 @@ def test_an_error_whose_message_holds_a_traceback_prints_its_last_line(capsys):
     said = capsys.readouterr().err
     assert said.splitlines()[0].startswith("error: TuneError: TypeError: 'float' object is not callable")
     assert "Traceback" not in said and "(run with --verbose for the traceback)" in said
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    # `run --workers 2` failed once Ray had started (`ValueError: Invalid address format: `); train, tune and
+    # run --workers 1 took it for no address and started a local Ray.
+    (["train", "cfg.yaml", "--address", ""], "Invalid value for --address: empty: give a value, or leave --address out"),
+    (["run", "p.py", "--main", "main", "--workers", "2", "--address="], "Invalid value for --address: empty: give a "
+                                                                          "value, or leave --address out"),
+    # An empty path was taken as `.`: eval said ". holds 8 run folders", tune status called the directory a train
+    # experiment folder, and train --resume looked for a run there.
+    (["eval", ""], "Invalid value for argument 2 (after eval): empty: give a value"),
+    (["tune", "status", ""], "Invalid value for argument 3 (after status): empty: give a value"),
+    (["train", "--resume", ""], "Invalid value for --resume: empty: give a value, or leave --resume out"),
+    (["config", "schema", "-o", ""], "Invalid value for -o: empty: give a value, or leave -o out"),
+])
+def test_an_empty_argument_is_refused_before_anything_runs(tmp_path, monkeypatch, args, said):
+    from .ray_starts import refuse_ray_starts
+
+    monkeypatch.chdir(tmp_path)
+    starts: list[str] = []
+    refuse_ray_starts(monkeypatch, starts)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert said in " ".join(result.output.split()), result.output
+    assert starts == [] and list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_argument_of_the_command_a_cluster_runs_is_its_own(tmp_path):
+    """`cluster exec FILE -- printf '%s' ''`: what follows `--` is the user's command, empties included."""
+    result = runner.invoke(app, ["cluster", "exec", str(tmp_path / "missing.yaml"), "--", "printf", "%s", ""])
+    assert "no such file" in result.output and "give a value" not in result.output, result.output
