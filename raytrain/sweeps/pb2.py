@@ -93,7 +93,8 @@ class PB2(PopulationBased):
         super().check(sweep, issue, warn)
 
     def space(self, sweep: SweepConfig) -> dict[str, DomainSpec]:
-        assert sweep.pb2 is not None  # checked by PB2.check
+        if sweep.pb2 is None:  # said by PB2.check (this may be asked first: a trial's overrides)
+            return {}
         # The trials' starting values; PB2 explores within the bounds from there (a whole number rounded).
         return {k: {"randint": [math.ceil(low), math.floor(high) + 1]} if whole_numbers_only(k) else {"uniform": [low, high]}
                 for k, (low, high) in sweep.pb2.hyperparam_bounds.items()}

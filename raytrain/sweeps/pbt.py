@@ -190,7 +190,8 @@ class PBT(PopulationBased):
         super().check(sweep, issue, warn)
 
     def space(self, sweep: SweepConfig) -> dict[str, DomainSpec]:
-        assert sweep.pbt is not None  # checked by PBT.check
+        if sweep.pbt is None:  # said by PBT.check (this may be asked first: a trial's overrides)
+            return {}
         return {k: domain_spec(d) for k, d in sweep.pbt.hyperparam_mutations.items()}
 
     def scheduler(self, loaded: LoadedSweep) -> Spec | None:

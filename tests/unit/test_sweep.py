@@ -1084,3 +1084,12 @@ def test_a_distribution_in_another_form_is_told_raytrains(sweep_file, entry, sai
     text = " ".join(errors(path).split())
     assert (f"space.training.lr: a distribution needs `distribution:` one of uniform, loguniform, quniform, randint, "
             f"choice, grid; {said}") in text, text
+
+
+@pytest.mark.parametrize("algorithm", ["pbt", "pb2"])
+@pytest.mark.parametrize("setting", ["", "set: {training.gamma: 0.9}\n"])
+def test_a_population_sweep_without_its_section_says_so(sweep_file, algorithm, setting):
+    """It was `error: AssertionError:` (exit 1): the trials' overrides were read before the section was checked."""
+    path = sweep_file(f"name: p\nsearch: {{algorithm: {algorithm}, num_samples: 2}}\n" + setting)
+    said = errors(path)
+    assert "AssertionError" not in said and f"{algorithm}" in said, said
