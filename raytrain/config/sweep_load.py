@@ -312,6 +312,11 @@ def load_sweep_source(source: Source, path: str | Path, overrides: list[str] | N
     if (late := _perturbed_too_late(sweep, base.config.stop)) is not None:
         warnings.append(late)
     warnings += _starts_outside_bounds(sweep, source)
+    if sweep.checkpoint.frequency == 0 and not sweep.checkpoint.at_end:
+        warnings.append(config_warning(source.where(("checkpoint", "at_end")), "checkpoint.at_end", (
+            "false with checkpoint.frequency 0: the trials write no checkpoint at all, so the leaderboard names none, "
+            "eval has nothing to evaluate and tune resume starts stopped trials over; set at_end: true (the default) "
+            "or a frequency")))
     loaded = LoadedSweep(sweep, base, source, notices, warnings)
     issues += loaded.name_issues()
     _check_storage_path(sweep.checkpoint.storage_path, storage == "probe", issue)

@@ -1093,3 +1093,19 @@ def test_a_population_sweep_without_its_section_says_so(sweep_file, algorithm, s
     path = sweep_file(f"name: p\nsearch: {{algorithm: {algorithm}, num_samples: 2}}\n" + setting)
     said = errors(path)
     assert "AssertionError" not in said and f"{algorithm}" in said, said
+
+
+@pytest.mark.parametrize("checkpoint", [
+    "checkpoint: {storage_path: STORAGE, frequency: 0, at_end: false}\n",
+])
+def test_a_sweep_that_writes_no_checkpoint_is_warned_of(sweep_file, tmp_path, checkpoint):
+    """It ran, printed `best checkpoint: None`, and eval of it was exit 2; `train` warns of the same settings."""
+    path = sweep_file("name: n\nsearch: {algorithm: random, num_samples: 2}\n"
+                      + checkpoint.replace("STORAGE", str(tmp_path / "results")))
+    found = [w for w in load_sweep(path).warnings if "checkpoint" in w]
+    assert found == [f"warning: {path}:4: checkpoint.at_end: false with checkpoint.frequency 0: the trials write no "
+                     "checkpoint at all, so the leaderboard names none, eval has nothing to evaluate and tune resume "
+                     "starts stopped trials over; set at_end: true (the default) or a frequency"], found
+    fine = sweep_file("name: n\nsearch: {algorithm: random, num_samples: 2}\n"
+                      f"checkpoint: {{storage_path: {tmp_path / 'results'}, frequency: 0}}\n")
+    assert [w for w in load_sweep(fine).warnings if "checkpoint" in w] == []
