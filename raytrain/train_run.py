@@ -82,11 +82,11 @@ def prepare(
     """
     from raytrain.config.load import load_config, load_source
     from raytrain.config.source import parse_yaml
-    from raytrain.errors import ConfigError, ConfigIssue, UsageError
+    from raytrain.errors import ConfigError, UsageError
     from raytrain.paths import probe_writable
     from raytrain.ray_session import cluster_address, ray_address
     from raytrain.rllib.translate import rllib_calls
-    from raytrain.runs import STAMP_PLACEHOLDER, experiment_dir, where_it_imported
+    from raytrain.runs import STAMP_PLACEHOLDER, where_it_imported
 
     address = cluster_address(address, cluster)
     folder = None
@@ -127,19 +127,7 @@ def prepare(
         source_name = str(file)
         loaded = load_config(file, overrides)
         checkpoint = None
-        exp, source = loaded.config.experiment, loaded.source
-        base = experiment_dir(exp.storage_path, _name(loaded.config), source.where(("experiment", "name")))
-        problem = probe_writable(base)
-        if problem:
-            raise ConfigError(
-                [
-                    ConfigIssue(
-                        source.where(("experiment", "storage_path")),
-                        "experiment.storage_path",
-                        f"{problem}; run folders go to {base}/: choose a folder you can write to",
-                    )
-                ]
-            )
+        base = storage_checked(loaded)
         where = str(run_dir) if run_dir is not None else f"{base}/{STAMP_PLACEHOLDER}"
     from raytrain.cluster.lifecycle import storage_warning
 
@@ -188,6 +176,26 @@ def prepare(
         if (key := met_stop(row, cfg.stop)) is not None:
             finished = (key, str(stop_reached(row, cfg.stop)))
     return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir, loaded.source, finished)
+
+
+def storage_checked(loaded: LoadedConfig) -> Path:
+    """The experiment folder a new run of `loaded` goes in (storage_path/<name>), once a file was created and removed
+    there (or where it will be created): `train`, `--dry-run` and `config validate` check it alike.
+
+    Raises:
+        ConfigError: the folder cannot be written (at experiment.storage_path).
+    """
+    from raytrain.errors import ConfigError
+    from raytrain.paths import probe_writable
+    from raytrain.runs import experiment_dir
+
+    exp, source = loaded.config.experiment, loaded.source
+    base = experiment_dir(exp.storage_path, _name(loaded.config), source.where(("experiment", "name")))
+    problem = probe_writable(base)
+    if problem:
+        raise ConfigError([ConfigIssue(source.where(("experiment", "storage_path")), "experiment.storage_path",
+                                       f"{problem}; run folders go to {base}/: choose a folder you can write to")])
+    return base
 
 
 def refuse_moving(run: Path, overrides: list[str]) -> None:

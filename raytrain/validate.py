@@ -80,8 +80,10 @@ def check_file(path: str | Path, overrides: list[str] | None = None, *, kind: st
 
 def _check_train(path: str, overrides: list[str], rllib: bool) -> CheckedFile:
     from raytrain.config.load import load_config
+    from raytrain.train_run import storage_checked
 
     loaded = load_config(path, overrides)
+    storage_checked(loaded)  # as `train` and `train --dry-run` check it: a file created and removed
     if rllib:
         from raytrain.rllib.translate import check_with_rllib
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -15,7 +15,7 @@ from raytrain.cli import cluster_cmd, config_cmd, nfs_cmd, run_cmd, slurm_cmd, t
 class _RaytrainGroup(TyperGroup):
     """The root command: refuses an empty argument before any command parses it (`empty_argument`)."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's own click Context
         if (empty := empty_argument(args)) is not None:
             where, what = empty
             raise typer.BadParameter(what, ctx=ctx, param_hint=where)

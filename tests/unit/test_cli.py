@@ -645,3 +645,15 @@ def test_an_empty_argument_of_the_command_a_cluster_runs_is_its_own(tmp_path):
     """`cluster exec FILE -- printf '%s' ''`: what follows `--` is the user's command, empties included."""
     result = runner.invoke(app, ["cluster", "exec", str(tmp_path / "missing.yaml"), "--", "printf", "%s", ""])
     assert "no such file" in result.output and "give a value" not in result.output, result.output
+
+
+def test_validate_checks_a_train_configs_storage_path_as_train_does(write_yaml, tmp_path):
+    """`config validate` said ok of `storage_path: /etc/hostname` (a file), which `train` and `--dry-run` refuse."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    path = write_yaml(f"experiment: {{storage_path: {afile}}}\nenvironment: {{env: CartPole-v1}}\n")
+    for args in (["config", "validate", str(path), "--no-rllib"], ["train", str(path), "--dry-run"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert f"{path}:1: experiment.storage_path: not writable: {afile} is not a directory" in " ".join(
+            result.output.split()), result.output
