@@ -270,6 +270,15 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
                     came_from(("model", mkey), ("config", "model", old_key))
                 else:
                     result.untranslated.append(f"config.model.{old_key}: not a field of RLlib's DefaultModelConfig")
+        elif key == "evaluation_config" and isinstance(value, dict):
+            # RLlib's overrides for evaluation: raytrain takes the one RLlib examples set, explore
+            for other in value:
+                if other != "explore":
+                    result.untranslated.append(f"config.evaluation_config.{other}: raytrain takes only explore of "
+                                               "evaluation_config (evaluation.evaluation_explore)")
+            if "explore" in value:
+                out.setdefault("evaluation", {})["evaluation_explore"] = value["explore"]
+                came_from(("evaluation", "evaluation_explore"), ("config", key, "explore"))
         elif key in aliases.KEY_ALIASES and searched(value, aliases.KEY_ALIASES[key][:2], ("config", key),
                                                      aliases.KEY_ALIASES[key][2]):
             continue

@@ -61,6 +61,12 @@ of a train config, and where raytrain writes each."""
 
 
 _STEPS = "stop: {num_env_steps_sampled_lifetime: N}"
+_RLLIB_WHOLE = {
+    "evaluation_config": ("; RLlib's evaluation_config (settings that differ in evaluation) is not taken whole here: "
+                          "greedy evaluation is evaluation.evaluation_explore: false"),
+}
+"""RLlib settings that take a mapping of other settings, which raytrain does not take: what it takes instead."""
+
 _SB3_NAMES = {
     "learning_rate": "training.lr",
     "n_steps": "training.train_batch_size| (SB3's n_steps times n_envs: the env steps of one update)",
@@ -428,7 +434,7 @@ def pydantic_issues(exc: ValidationError, source: Source, model: type[BaseModel]
                 msg = f"unknown section{hint or '; valid sections: ' + ', '.join([*SECTIONS, 'stop'])}"
             elif len(loc) == 2 and loc[0] in SECTIONS:
                 candidates = section_keys(loc[0]) + _old_names_for(loc[0])
-                hint = _sb3_hint(key) or _nearest(key, candidates)
+                hint = _sb3_hint(key) or _RLLIB_WHOLE.get(key) or _nearest(key, candidates)
                 other = [s for s in SECTIONS if s != loc[0] and key in section_keys(s)]
                 if other:
                     hint = f"; it belongs in the '{other[0]}' section"

@@ -450,6 +450,9 @@ class EvaluationConfig(_Section):
     """EnvRunners dedicated to evaluation (0: evaluate in the driver)."""
     evaluation_parallel_to_training: bool | None = None
     """Run evaluation while the next training step runs."""
+    evaluation_explore: Annotated[bool | None, RLlib(name="evaluation_config", values={
+        True: {"explore": True}, False: {"explore": False}})] = None
+    """Evaluate with sampled actions (true, as in training) or the greedy ones (false): RLlib `evaluation_config={explore: ...}`."""
 
 
 class RaytrainConfig(RefuseBoolsForNumbers):

@@ -1375,3 +1375,13 @@ def test_a_search_in_a_train_configs_env_config_is_warned_of(write_yaml):
         "space: {environment.env_config.max_episode_steps: {distribution: grid, values: [30, 90]}}"]
     plain = write_yaml("environment:\n  env: CartPole-v1\n  env_config: {max_episode_steps: 30}\n")
     assert load_config(plain).warnings == []
+
+
+def test_rllibs_evaluation_config_is_told_raytrains_setting(write_yaml):
+    """It said "unknown key; did you mean 'evaluation_duration'?"."""
+    path = write_yaml("environment: {env: CartPole-v1}\nevaluation:\n  evaluation_interval: 1\n"
+                      "  evaluation_config: {explore: false}\n")
+    (msg,) = errors_of(path)
+    assert msg == (f"{path}:4: evaluation.evaluation_config: unknown key; RLlib's evaluation_config (settings that "
+                   "differ in evaluation) is not taken whole here: greedy evaluation is evaluation.evaluation_explore: "
+                   "false")

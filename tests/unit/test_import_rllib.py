@@ -370,3 +370,20 @@ def test_an_experiment_at_the_top_level_is_named_after_its_file_as_a_folder_may_
     result = CliRunner().invoke(app, ["config", "import-rllib", str(old)])
     assert result.exit_code == 0, result.output
     assert "  name: my_flat\n" in result.stdout, result.stdout
+
+
+def test_an_evaluation_config_of_explore_becomes_evaluation_explore(write_yaml):
+    """`evaluation_config: {explore: false}` (greedy evaluation, in many RLlib examples) was listed as "unknown on
+    RLlib's new API stack", which does take it."""
+    path = write_yaml("x:\n  env: CartPole-v1\n  config:\n    evaluation_interval: 2\n"
+                      "    evaluation_config: {explore: false}\n", "old.yaml")
+    result = _import(path)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout)["evaluation"] == {"evaluation_interval": 2, "evaluation_explore": False}
+    other = write_yaml("x:\n  env: CartPole-v1\n  config:\n    evaluation_interval: 2\n"
+                       "    evaluation_config: {explore: false, env_config: {hard: true}}\n", "other.yaml")
+    result = _import(other)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout)["evaluation"] == {"evaluation_interval": 2, "evaluation_explore": False}
+    assert ("not translated: config.evaluation_config.env_config: raytrain takes only explore of evaluation_config "
+            "(evaluation.evaluation_explore)") in " ".join(result.output.split())

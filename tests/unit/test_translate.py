@@ -59,6 +59,7 @@ EXPECTED = {
     "evaluation.evaluation_duration_unit": ("evaluation_duration_unit", "timesteps"),
     "evaluation.evaluation_num_env_runners": ("evaluation_num_env_runners", 2),
     "evaluation.evaluation_parallel_to_training": ("evaluation_parallel_to_training", True),
+    "evaluation.evaluation_explore": ("evaluation_config", {"explore": False}),
     "experiment.seed": ("seed", 7),
     "experiment.return_window": ("metrics_num_episodes_for_smoothing", 50),
 }
@@ -246,3 +247,15 @@ def test_flattened_filtered_observations_are_one_hot_then_normalized():
 def test_observation_filter_no_filter_is_left_to_rllib(write_yaml):
     cfg = load_config(write_yaml("environment: {env: CartPole-v1}\nenv_runners: {observation_filter: NoFilter}\n")).config
     assert rllib_calls(cfg)["env_runners"] == {}
+
+
+@pytest.mark.parametrize("explore", [False, True])
+def test_evaluation_explore_reaches_rllibs_evaluation_config(write_yaml, explore):
+    """Greedy evaluation, RLlib's `evaluation_config={"explore": False}`: an RLlib user's evaluation_config was
+    refused as an unknown key with "did you mean 'evaluation_duration'?"."""
+    text = f"environment: {{env: CartPole-v1}}\nevaluation: {{evaluation_interval: 1, evaluation_explore: {str(explore).lower()}}}\n"
+    cfg = load_config(write_yaml(text)).config
+    assert rllib_calls(cfg)["evaluation"] == {"evaluation_interval": 1, "evaluation_config": {"explore": explore}}
+    ppo = build_ppo_config(cfg)
+    ppo.validate()
+    assert ppo.get_evaluation_config_object().explore is explore and ppo.explore is True
