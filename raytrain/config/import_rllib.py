@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrain.config import aliases
-from raytrain.config.kind import is_rllib_experiment
+from raytrain.config.kind import KIND_NAMES, is_rllib_experiment, raytrain_kind, taken_by
 from raytrain.config.load import KNOWN_NAMESPACES
 from raytrain.config.schema import SECTIONS, section_keys
 from raytrain.config.source import Source
@@ -153,6 +153,9 @@ def convert(source: Source, experiment: str | None = None) -> ImportResult:
         source = Source({experiment: source.data}, _under(experiment, source.origins), source.file,
                         _under(experiment, source.written))
     data = source.data
+    if not flat and (mine := raytrain_kind(source)) is not None:
+        raise ConfigError([ConfigIssue(source.file, "", f"already {KIND_NAMES[mine]}, not RLlib's tuned-example format: "
+                                                        f"nothing to convert; {taken_by(mine, source.file)}")])
     names = [k for k, v in data.items() if isinstance(v, dict)]
     if not names:
         raise ConfigError([ConfigIssue(source.file, "", "not an RLlib tuned example: expected `NAME: {env:, run:, config:}`")])

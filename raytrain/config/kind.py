@@ -91,6 +91,23 @@ _TAKEN_BY = {
 KIND_NAMES = {"train": "a train config", "sweep": "a sweep file", "cluster": "a cluster file", "slurm": "a Slurm file"}
 
 
+def taken_by(kind: str, file: str | None) -> str:
+    """The command that takes a file of `kind`: `train it with raytrain train FILE`."""
+    return _TAKEN_BY[kind].format(file=file or "the file")
+
+
+def raytrain_kind(source: Source) -> str | None:
+    """The kind of a raytrain file (a train config, a sweep, a cluster or a Slurm file), told by its sections; None
+    for a file that has none of them at its top level (RLlib's tuned examples: `NAME: {env, run, config}`)."""
+    data = source.data
+    if not isinstance(data, dict) or not set(data) & set().union(*telling_sections().values(), _train_only()):
+        return None
+    try:
+        return detect_kind(source)[0]
+    except ConfigError:
+        return None
+
+
 def other_kind(source: Source, expected: str) -> tuple[str, str] | None:
     """(kind, "a sweep file (it has base, search)") for a file whose sections say it is not of kind `expected`;
     None for a file of that kind, or one whose kind cannot be told."""

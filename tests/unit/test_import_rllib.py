@@ -387,3 +387,18 @@ def test_an_evaluation_config_of_explore_becomes_evaluation_explore(write_yaml):
     assert yaml.safe_load(result.stdout)["evaluation"] == {"evaluation_interval": 2, "evaluation_explore": False}
     assert ("not translated: config.evaluation_config.env_config: raytrain takes only explore of evaluation_config "
             "(evaluation.evaluation_explore)") in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(("text", "what", "command"), [
+    ("experiment: {name: t}\nenvironment: {env: CartPole-v1}\ntraining: {lr: 0.001}\nstop: {training_iteration: 2}\n",
+     "a train config", "train it with `raytrain train {path}`"),
+    ("base: b.yaml\nsearch: {algorithm: random}\nspace: {training.lr: {distribution: uniform, low: 0.1, high: 0.2}}\n",
+     "a sweep file", "run it with `raytrain tune {path}`"),
+])
+def test_a_raytrain_file_given_to_import_is_told_what_it_is(write_yaml, text, what, command):
+    """It said the file "holds 4 experiments (experiment, environment, training, stop); pick one with --experiment"."""
+    path = write_yaml(text, "mine.yaml")
+    result = _import(path)
+    assert result.exit_code == 2, result.output
+    assert (f"{path}: already {what}, not RLlib's tuned-example format: nothing to convert; "
+            + command.format(path=path)) in " ".join(result.output.split()), result.output
