@@ -114,6 +114,9 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
                          f"(`raytrain tune status {path}` lists them)")
     if not p.exists():
         raise UsageError(f"{path} does not exist")
+    if p.is_file() and (p.parent / STATE_FILE).is_file():
+        raise UsageError(f"{path} is a file of the checkpoint {p.parent}: give the checkpoint folder, "
+                         f"`raytrain eval {p.parent}`")
     if p.is_file() and (given := file_given_for_results(p, "raytrain eval")):
         raise UsageError(given)
     if held := runs_held(path, "raytrain eval"):

@@ -58,6 +58,9 @@ def write_output(output: Path, text: str, *, force: bool) -> None:
     if output.is_dir():
         raise UsageError(f"-o {output}: is a folder; name the file to write")
     if not output.parent.is_dir():
+        above = next((p for p in output.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise UsageError(f"-o {output}: {above} is a file, not a folder")
         raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
     if output.exists() and not force:
         raise UsageError(f"{output} exists; pass --force to overwrite it")

@@ -309,6 +309,10 @@ def read_yaml(path: str | Path) -> Source:
     p = Path(path)
     if not p.is_file():
         raise ConfigError([ConfigIssue(str(path), "", _not_a_file(p))])
+    if p.suffix == ".py":  # an RLlib script: its YAML errors said nothing of what raytrain reads
+        raise ConfigError([ConfigIssue(str(path), "", "a Python file: raytrain reads YAML (a train config: `raytrain "
+                                                      "config schema` lists its settings, and README's table maps "
+                                                      "RLlib's names)")])
     try:
         raw = p.read_bytes()
     except OSError as exc:

@@ -78,6 +78,8 @@ class RunSpec:
             ids = [int(n) for n in node_ids]
             if len(ids) != n_parallel_workers or len(set(ids)) != len(ids):
                 raise FrameworkError(f"node_ids must be {n_parallel_workers} distinct ids, got {ids}")
+        if min(ids) < 0:
+            raise FrameworkError(f"node_ids must be 0 or more (as raytrain run --node-ids takes them), got {ids}")
         return cls(
             ids,
             topology,

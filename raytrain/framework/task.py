@@ -558,6 +558,8 @@ class Task(Subscriptions):
                 True: a timeout logs a warning naming the event and returns None, as DI-engine's default does.
         """
         self._check_running(f"wait for '{event}'")
+        if not timeout >= 0:  # NaN too
+            raise FrameworkError(f"wait_for('{event}'): timeout must be 0 or more seconds, got {timeout:g}")
         try:
             return self._bus.wait_for(event, timeout)
         except TimeoutError as e:

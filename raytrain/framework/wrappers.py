@@ -9,6 +9,8 @@ from collections.abc import Callable, Generator
 from types import GeneratorType
 from typing import Any
 
+from raytrain.errors import FrameworkError
+
 log = logging.getLogger("raytrain.framework")
 
 
@@ -25,6 +27,10 @@ class StepTimer:
     """
 
     def __init__(self, print_per_step: int = 1, smooth_window: int = 10) -> None:
+        if not smooth_window >= 1:
+            raise FrameworkError(f"StepTimer: smooth_window must be 1 or more, got {smooth_window!r}")
+        if not print_per_step >= 0:
+            raise FrameworkError(f"StepTimer: print_per_step must be 0 (never) or more, got {print_per_step!r}")
         self.print_per_step = print_per_step
         self.records: dict[str, deque[float]] = defaultdict(
             lambda: deque(maxlen=max(1, print_per_step) * smooth_window)

@@ -657,3 +657,36 @@ def test_validate_checks_a_train_configs_storage_path_as_train_does(write_yaml, 
         assert result.exit_code == 2, result.output
         assert f"{path}:1: experiment.storage_path: not writable: {afile} is not a directory" in " ".join(
             result.output.split()), result.output
+
+
+def test_a_file_of_a_checkpoint_given_to_eval_names_its_checkpoint(tmp_path):
+    """`eval CHECKPOINT/raytrain_state.json` said "is not a raytrain checkpoint (no raytrain_state.json)"."""
+    checkpoint = tmp_path / "run" / "checkpoints" / "checkpoint_000001"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "raytrain_state.json").write_text('{"iteration": 1}')
+    (checkpoint / "config.yaml").write_text("environment: {env: CartPole-v1}\n")
+    for name in ("raytrain_state.json", "config.yaml"):
+        result = runner.invoke(app, ["eval", str(checkpoint / name)])
+        assert result.exit_code == 2, result.output
+        assert (f"{checkpoint / name} is a file of the checkpoint {checkpoint}: give the checkpoint folder, "
+                f"`raytrain eval {checkpoint}`") in " ".join(result.output.split()), result.output
+
+
+def test_output_into_a_file_taken_for_a_folder_says_so(tmp_path):
+    """`config schema -o FILE/x.json` said "the folder FILE does not exist"."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    result = runner.invoke(app, ["config", "schema", "-o", str(afile / "x.json")])
+    assert result.exit_code == 2, result.output
+    assert f"-o {afile / 'x.json'}: {afile} is a file, not a folder" in " ".join(result.output.split()), result.output
+
+
+def test_a_python_file_given_for_a_config_is_told_configs_are_yaml(tmp_path):
+    """It said only "rllib_py.py:2: invalid YAML: mapping values are not allowed here"."""
+    script = tmp_path / "ppo.py"
+    script.write_text("from ray.rllib.algorithms.ppo import PPOConfig\nconfig = PPOConfig().environment('CartPole-v1')\n")
+    for args in (["config", "validate", str(script)], ["train", str(script)], ["config", "import-rllib", str(script)]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert (f"{script}: a Python file: raytrain reads YAML (a train config: `raytrain config schema` lists its "
+                "settings, and README's table maps RLlib's names)") in " ".join(result.output.split()), result.output

@@ -1451,3 +1451,22 @@ def test_a_middleware_that_returns_a_function_is_warned_of_once(caplog):
     said = [r.getMessage() for r in caplog.records if "returned" in r.getMessage()]
     assert said == ["middleware collector returned a function (_collect), which the task drops: if collector makes the "
                     "middleware, use what it makes (task.use(collector(cfg)))"]
+
+
+def test_framework_arguments_that_cannot_work_are_refused_where_given():
+    """`StepTimer(smooth_window=0)` failed at its first step with `IndexError: deque index out of range`;
+    `wait_for(timeout=-1)` said it "timed out after -1 s"; `node_ids=-3` gave nodes -3 and -2 (`raytrain run
+    --node-ids -1` is refused)."""
+    from raytrain.framework import Parallel
+
+    for bad in ({"smooth_window": 0}, {"print_per_step": -1}):
+        with pytest.raises(FrameworkError, match=r"StepTimer: (smooth_window must be 1 or more|print_per_step must be "
+                                                 r"0 \(never\) or more)"):
+            StepTimer(**bad)
+    t = Task()
+    with t.start():
+        with pytest.raises(FrameworkError, match=r"wait_for\('x'\): timeout must be 0 or more seconds, got -1"):
+            t.wait_for("x", timeout=-1)
+    for ids in (-3, [0, -1]):
+        with pytest.raises(FrameworkError, match=r"node_ids must be 0 or more"):
+            Parallel.runner(n_parallel_workers=2, node_ids=ids)
