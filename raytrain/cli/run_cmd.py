@@ -36,6 +36,18 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
         main = main.replace(":", ".")
     if not target.exists():
         raise UsageError(f"{target}: no such file or directory (give a .py file or the folder of your package)")
+    from raytrain.framework.runner import importing_main
+
+    with importing_main() as refused:
+        try:
+            return _load_main(target, main, given)
+        except UsageError:
+            if len(refused) > 1:  # its own runner call, whatever the import made of that error
+                raise UsageError(refused[1]) from None
+            raise
+
+
+def _load_main(target: Path, main: str, given: str) -> Callable[..., Any]:
     module_name, _, func_name = main.rpartition(".")
     if target.is_file():
         if target.suffix != ".py":

@@ -13,7 +13,8 @@ import re
 import traceback
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +93,37 @@ class RunSpec:
         )
 
 
+_importing: list[str] = []
+"""What `raytrain run` refused while it imported the module of `--main` (see `importing_main`); empty otherwise."""
+_IMPORTING = "importing"
+
+
+@contextmanager
+def importing_main() -> Iterator[list[str]]:
+    """While `raytrain run` imports the module of `--main`: a runner called then (a script's own top-level
+    `Parallel.runner(...)(main)`, with no `__main__` guard) raises, and its message goes in the list yielded. The
+    pipeline ran as the module was imported, then once more from `--main`."""
+    _importing[:] = [_IMPORTING]
+    try:
+        yield _importing
+    finally:
+        _importing.clear()
+
+
+def _refuse_running_on_import(main: Callable[..., Any]) -> None:
+    import os
+    import sys
+
+    frame = sys._getframe(2)  # the module's own line: its code, then Runner.__call__, then here
+    file = frame.f_code.co_filename
+    shown = os.path.relpath(file) if os.path.abspath(file).startswith(os.getcwd() + os.sep) else file
+    said = (f"{shown}:{frame.f_lineno} runs Parallel.runner(...)({getattr(main, '__name__', 'main')}) as it is "
+            "imported: raytrain run imports the module and runs --main on every node itself; put that call under "
+            '`if __name__ == "__main__":`')
+    _importing.append(said)
+    raise FrameworkError(said)
+
+
 @dataclass(frozen=True)
 class Runner:
     """What `Parallel.runner(...)` returns: `runner(main, *args, **kwargs)` runs `main` on every node."""
@@ -101,6 +133,8 @@ class Runner:
 
     def __call__(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
         """Run `main(*args, **kwargs)` on every node; return their results in node id order."""
+        if _importing:
+            _refuse_running_on_import(main)
         return run(self.spec, main, args, kwargs)
 
     def connect(self) -> None:

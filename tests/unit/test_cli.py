@@ -690,3 +690,24 @@ def test_a_python_file_given_for_a_config_is_told_configs_are_yaml(tmp_path):
         assert result.exit_code == 2, result.output
         assert (f"{script}: a Python file: raytrain reads YAML (a train config: `raytrain config schema` lists its "
                 "settings, and README's table maps RLlib's names)") in " ".join(result.output.split()), result.output
+
+
+@pytest.mark.parametrize("form", ["file", "module"])
+def test_a_pipeline_that_runs_itself_when_imported_is_told_to_guard_it(tmp_path, monkeypatch, form):
+    """A script with `Parallel.runner(2)(main)` at its top level and no `__main__` guard ran the whole pipeline as
+    raytrain run imported it, then once more from --main, without a word."""
+    from .ray_starts import refuse_ray_starts
+
+    (tmp_path / "pipe.py").write_text(
+        "from raytrain.framework import Parallel, task\n\n\ndef main():\n    with task.start():\n        pass\n\n\n"
+        "Parallel.runner(n_parallel_workers=2)(main)\n")
+    monkeypatch.chdir(tmp_path)
+    starts: list[str] = []
+    refuse_ray_starts(monkeypatch, starts)
+    target, main = ("pipe.py", "main") if form == "file" else (".", "pipe.main")
+    result = runner.invoke(app, ["run", target, "--main", main, "--workers", "2"])
+    assert result.exit_code == 2, result.output
+    assert ("pipe.py:9 runs Parallel.runner(...)(main) as it is imported: raytrain run imports the module and runs "
+            "--main on every node itself; put that call under `if __name__ == \"__main__\":`") in " ".join(
+        result.output.split()), result.output
+    assert starts == []
