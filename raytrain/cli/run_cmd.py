@@ -215,7 +215,7 @@ def _run(
     try:
         runner.connect()  # Ray first: `ray.init` installs its own SIGTERM handler, which would end this at once
         interrupt_on_signals()  # Ctrl-C and SIGTERM stop every node, even where SIGINT came in ignored
-        runner(fn)
+        runner.run_for_effect(fn)
     except KeyboardInterrupt:
         err.print(f"stopped by {interrupting_signal() or 'Ctrl-C'}: all {workers} nodes stopped", style="red")
         raise typer.Exit(130) from None

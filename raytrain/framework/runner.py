@@ -137,6 +137,10 @@ class Runner:
             _refuse_running_on_import(main)
         return run(self.spec, main, args, kwargs)
 
+    def run_for_effect(self, main: Callable[..., Any]) -> None:
+        """Run `main()` on every node, as `raytrain run` does: what it returns is dropped where it is returned."""
+        run(self.spec, main, (), {}, keep_results=False)
+
     def connect(self) -> None:
         """Join (or start) the run's Ray and check that its nodes fit there, as a call does first.
 
@@ -182,10 +186,12 @@ class NodeActor:
     def peer_done(self, node_id: int) -> None:
         self.router.peer_done(node_id)
 
-    def run(self, main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], retries: int = 0) -> Any:
+    def run(self, main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], retries: int = 0,
+            keep_result: bool = True) -> Any:
         self.router.retries = retries
         try:
-            return main(*args, **kwargs)
+            result = main(*args, **kwargs)
+            return result if keep_result else None  # a result nobody reads need not pickle
         finally:
             self.router.flush()
 
@@ -291,8 +297,10 @@ def _check_room(spec: RunSpec) -> None:
         )
 
 
-def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    """Run `main(*args, **kwargs)` on every node of `spec`; their results in the order of `spec.ids`."""
+def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+        keep_results: bool = True) -> list[Any]:
+    """Run `main(*args, **kwargs)` on every node of `spec`; their results in the order of `spec.ids` (all None
+    without `keep_results`: `raytrain run` reads none, and one Ray cannot pickle failed its node)."""
     if len(spec.ids) == 1:
         # As in DI-engine: one worker runs in this process, with the router active as its node.
         router = _process_router()
@@ -324,7 +332,8 @@ def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: 
     failure: NodeError | None = None
     try:
         ray.get([a.connect.remote(actors) for a in actors.values()])
-        pending = {actors[nid].run.options(max_task_retries=0).remote(main, args, kwargs): nid for nid in spec.ids}
+        pending = {actors[nid].run.options(max_task_retries=0).remote(main, args, kwargs, 0, keep_results): nid
+                   for nid in spec.ids}
         attempts: dict[int, int] = defaultdict(int)
         while pending and failure is None:
             done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
@@ -341,7 +350,8 @@ def run(spec: RunSpec, main: Callable[..., Any], args: tuple[Any, ...], kwargs: 
                             "node %s failed (%s); restarting it (%d of %d)", nid, message, attempts[nid], retries
                         )
                         ray.get(actors[nid].connect.remote(actors))
-                        pending[actors[nid].run.options(max_task_retries=0).remote(main, args, kwargs, attempts[nid])] = nid
+                        pending[actors[nid].run.options(max_task_retries=0).remote(
+                            main, args, kwargs, attempts[nid], keep_results)] = nid
                     else:
                         failure = NodeError(nid, message, tb)
                         break

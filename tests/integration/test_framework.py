@@ -397,6 +397,22 @@ def test_raytrain_run_nodes_import_the_modules_beside_main_from_any_directory(ra
     assert "node 0 got 42" in out and "node 1 got 42" in out, out[-4000:]
 
 
+def test_raytrain_run_ignores_what_main_returns(ray_session, tmp_path):
+    """A main that returned something Ray cannot pickle (a lock) failed its node after the pipeline had run
+    ("node 0 failed: TypeError: cannot pickle '_thread.lock' object", exit 1): raytrain run uses no result."""
+    import ray
+
+    (tmp_path / "locky.py").write_text(
+        "import threading\nfrom raytrain.framework import task\n\n\ndef main():\n    with task.start():\n"
+        "        print(f'node {task.router.node_id} ran', flush=True)\n    return threading.Lock()\n")
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    proc = subprocess.run([sys.executable, "-m", "raytrain", "run", str(tmp_path / "locky.py"), "--main", "main",
+                           "--workers", "2"], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "node 0 ran" in out and "node 1 ran" in out and "2 nodes finished in" in out, out[-4000:]
+
+
 def test_raytrain_run_reports_a_failing_node(ray_session, tmp_path):
     proc = _raytrain_run(tmp_path, "--workers", "2", "--labels", "fail,forever")
     out, _ = proc.communicate(timeout=180)
