@@ -438,7 +438,9 @@ def apply_overrides(source: Source, overrides: list[str], dotted: Collection[Pat
         source.origins[path] = f"--set {text}"
         if written is not None:
             source.written[path] = written
-        before = "unset" if old is _MISSING else yaml.safe_dump(old, default_flow_style=True).strip().removesuffix("\n...")
+        # A key the file leaves out has the value of a default, or of a sweep's base config: not "unset"
+        before = "not set in the file" if old is _MISSING else \
+            "was " + yaml.safe_dump(old, default_flow_style=True).strip().removesuffix("\n...")
         after = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("\n...")
-        changes.append(f"override: {'.'.join(path)} = {after} (was {before})")
+        changes.append(f"override: {'.'.join(path)} = {after} ({before})")
     return changes

@@ -98,7 +98,7 @@ def test_show_prints_overrides(write_yaml):
     path = write_yaml("environment: {env: CartPole-v1}\n")
     result = runner.invoke(app, ["config", "show", str(path), "--set", "training.lr=0.01"])
     assert result.exit_code == 0
-    assert "override: training.lr = 0.01 (was unset)" in result.output
+    assert "override: training.lr = 0.01 (not set in the file)" in result.output
 
 
 def test_schema_is_json_schema_with_docs():

@@ -64,7 +64,7 @@ def test_override_wins_and_is_reported(write_yaml):
     assert loaded.config.training.lr == 0.0005
     assert loaded.config.training.gamma == 0.9
     assert "override: training.lr = 0.0005 (was 0.01)" in loaded.notices
-    assert "override: training.gamma = 0.9 (was unset)" in loaded.notices
+    assert "override: training.gamma = 0.9 (not set in the file)" in loaded.notices
 
 
 def test_override_errors_name_the_flag(write_yaml):
