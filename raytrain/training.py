@@ -23,6 +23,7 @@ import yaml
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source
 from raytrain.errors import ConfigError, ConfigIssue, TrainError
+from raytrain.interrupts import held
 from raytrain.metrics import StopProgress, stop_reached
 from raytrain.runs import STATE_FILE, MetricsWriter, RunFolder, absolute, flatten, read_state
 
@@ -353,6 +354,11 @@ def connected_ray(where: str) -> RayCpus:
                    more_custom="give it to a node (`resources:` of the node in the cluster file, or `ray start --resources`)")
 
 
+def _row_iteration(writer: MetricsWriter) -> int:
+    """The iteration of the latest metrics row written (0: none)."""
+    return int(writer.rows[-1].get("training_iteration", 0)) if writer.rows else 0
+
+
 class Trainer:
     """Runs one PPO training run into a run folder.
 
@@ -459,11 +465,14 @@ class Trainer:
         folder.set_status(status="running", pid=os.getpid(), host=socket.gethostname(),
                           started=time.strftime("%Y-%m-%d %H:%M:%S"))
         reason = "unknown"
-        try:
-            while True:
-                start = time.perf_counter()
-                result = self.algo.train()
-                elapsed = time.perf_counter() - start
+        result: dict[str, Any] | None = None
+        elapsed = 0.0
+
+        def record() -> None:
+            """The row of the iteration `result` ended (not cut in two by a signal: `held`)."""
+            nonlocal metrics, iteration, prev_steps
+            assert result is not None
+            with held():
                 metrics = flatten(result)
                 iteration = int(metrics.get("training_iteration", iteration + 1))
                 steps = metrics.get("num_env_steps_sampled_lifetime")
@@ -471,6 +480,14 @@ class Trainer:
                 prev_steps = steps
                 metrics["raytrain/env_steps_per_s"] = steps_per_s
                 writer.append(metrics)
+
+        try:
+            while True:
+                start = time.perf_counter()
+                result = self.algo.train()
+                elapsed = time.perf_counter() - start
+                record()
+                steps_per_s = metrics["raytrain/env_steps_per_s"]
                 reason = stop_reached(metrics, self.cfg.stop) or ""
                 checkpoint = None
                 if (exp.checkpoint_frequency and iteration % exp.checkpoint_frequency == 0) or (
@@ -494,8 +511,18 @@ class Trainer:
         except KeyboardInterrupt:
             reason = "interrupted"
             status = "interrupted"
-            if exp.checkpoint_at_end and self.algo.iteration > 0:
-                iteration = self.algo.iteration
+            done = self.algo.iteration
+            if _row_iteration(writer) < done:  # the signal came after iteration `done` ended, before its row
+                if result is not None and flatten(result).get("training_iteration") == done:
+                    record()
+                else:  # its result was lost with the signal: a row of the iteration alone keeps the rows whole
+                    with held():
+                        writer.append({"training_iteration": done,
+                                       "time_total_s": float(getattr(self.algo, "_time_total", 0.0))})
+                    self.on_message(f"interrupted: iteration {done} ended as the signal came, and its metrics were "
+                                    "lost with it: its row in metrics.jsonl holds the iteration only")
+            if exp.checkpoint_at_end and done > 0:
+                iteration = done
                 self.on_message("interrupted: saving a checkpoint (Ctrl-C again to abandon it)")
                 metrics.setdefault("time_total_s", getattr(self.algo, "_time_total", 0.0))
                 saved = self.save(iteration, metrics)

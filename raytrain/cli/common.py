@@ -263,7 +263,9 @@ def interrupt_on_signals(*, second_term_ends: bool = True) -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL if second_term_ends else signal.SIG_IGN)
         sys.unraisablehook = _quiet_half_built(sys.unraisablehook)
-        raise KeyboardInterrupt
+        from raytrain.interrupts import raise_or_hold
+
+        raise_or_hold()  # now, or at the end of a block that must not be cut in two (an iteration's row)
 
     signal.signal(signal.SIGINT, first)
     signal.signal(signal.SIGTERM, first)
