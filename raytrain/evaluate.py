@@ -19,6 +19,7 @@ from raytrain.runs import (
     RunFolder,
     absolute,
     rllib_state_missing,
+    run_of_checkpoints,
     runs_held,
     where_it_imported,
 )
@@ -85,8 +86,8 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
         run = RunFolder(p.parent.parent) if p.parent.name == "checkpoints" else None
         other = run.latest_checkpoint() if run is not None and (run.path / "config.yaml").is_file() else None
         raise UsageError(f"{path} {incomplete}: give a complete one" + (f", such as {other}" if other else ""))
-    if RunFolder(p.parent).checkpoints_dir == p and (p.parent / "config.yaml").is_file():
-        p = p.parent  # a run's checkpoints folder: the run, its latest checkpoint
+    if (holder := run_of_checkpoints(p)) is not None:
+        p = holder  # a run's checkpoints folder: the run, its latest checkpoint
     if (p / "config.yaml").is_file() and (p / TUNE_CHECKPOINT).is_file() and not (p / "checkpoints").exists():
         raise UsageError(f"{path} is a checkpoint without its {STATE_FILE} (raytrain writes it last, in every "
                          f"checkpoint): {copied_in_part}")

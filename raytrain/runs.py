@@ -267,12 +267,17 @@ def run_folder_names(experiment: Path) -> list[str]:
     return sorted(d.name for d in experiment.iterdir() if (d / "config.yaml").is_file())
 
 
+def run_of_checkpoints(path: Path) -> Path | None:
+    """The run folder whose checkpoints folder `path` (absolute) is, else None."""
+    return path.parent if path.name == "checkpoints" and (path.parent / "config.yaml").is_file() else None
+
+
 def runs_held(path: str | Path, command: str) -> str | None:
     """The error for an experiment folder (storage_path/<experiment.name>, every `raytrain train` of that name
     made a run folder in it) given where `command` takes one run folder; None when `path` holds no runs."""
     p = absolute(path)
-    if p.name == "checkpoints" and (p.parent / "config.yaml").is_file():
-        return f"{path} is the checkpoints folder of the run {p.parent}: give the run folder, `{command} {p.parent}`"
+    if (run := run_of_checkpoints(p)) is not None:
+        return f"{path} is the checkpoints folder of the run {run}: give the run folder, `{command} {run}`"
     runs = run_folder_names(p) if p.is_dir() else []
     if not runs:
         return None

@@ -42,8 +42,8 @@ def load_main(target: Path, main: str) -> Callable[..., Any]:
         try:
             return _load_main(target, main, given)
         except UsageError:
-            if len(refused) > 1:  # its own runner call, whatever the import made of that error
-                raise UsageError(refused[1]) from None
+            if refused:  # its own runner call, whatever the import made of that error
+                raise UsageError(refused[0]) from None
             raise
 
 

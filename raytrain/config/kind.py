@@ -154,5 +154,4 @@ def wrong_kind(source: Source, expected: str) -> ConfigError | None:
     if found is None:
         return None
     kind, what = found
-    file = source.file or "the file"
-    return ConfigError([ConfigIssue(source.file, "", f"{what}, not {KIND_NAMES[expected]}: {_TAKEN_BY[kind].format(file=file)}")])
+    return ConfigError([ConfigIssue(source.file, "", f"{what}, not {KIND_NAMES[expected]}: {taken_by(kind, source.file)}")])

@@ -93,9 +93,8 @@ class RunSpec:
         )
 
 
-_importing: list[str] = []
-"""What `raytrain run` refused while it imported the module of `--main` (see `importing_main`); empty otherwise."""
-_IMPORTING = "importing"
+_importing: list[str] | None = None
+"""While `raytrain run` imports the module of `--main` (`importing_main`): what it refused meanwhile; else None."""
 
 
 @contextmanager
@@ -103,14 +102,15 @@ def importing_main() -> Iterator[list[str]]:
     """While `raytrain run` imports the module of `--main`: a runner called then (a script's own top-level
     `Parallel.runner(...)(main)`, with no `__main__` guard) raises, and its message goes in the list yielded. The
     pipeline ran as the module was imported, then once more from `--main`."""
-    _importing[:] = [_IMPORTING]
+    global _importing
+    _importing = []
     try:
         yield _importing
     finally:
-        _importing.clear()
+        _importing = None
 
 
-def _refuse_running_on_import(main: Callable[..., Any]) -> None:
+def _refuse_running_on_import(main: Callable[..., Any], refused: list[str]) -> None:
     import os
     import sys
 
@@ -120,7 +120,7 @@ def _refuse_running_on_import(main: Callable[..., Any]) -> None:
     said = (f"{shown}:{frame.f_lineno} runs Parallel.runner(...)({getattr(main, '__name__', 'main')}) as it is "
             "imported: raytrain run imports the module and runs --main on every node itself; put that call under "
             '`if __name__ == "__main__":`')
-    _importing.append(said)
+    refused.append(said)
     raise FrameworkError(said)
 
 
@@ -133,8 +133,8 @@ class Runner:
 
     def __call__(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
         """Run `main(*args, **kwargs)` on every node; return their results in node id order."""
-        if _importing:
-            _refuse_running_on_import(main)
+        if _importing is not None:
+            _refuse_running_on_import(main, _importing)
         return run(self.spec, main, args, kwargs)
 
     def run_for_effect(self, main: Callable[..., Any]) -> None:
