@@ -9,6 +9,7 @@ import copy
 import difflib
 import inspect
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -691,7 +692,7 @@ def _no_values(source: Source) -> list[str]:
             for key, value in values.items() if value is None]
 
 
-def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue], list[str]]:
+def _cross_checks(cfg: RaytrainConfig, source: Source, searched: Collection[str]) -> tuple[list[ConfigIssue], list[str]]:
     issues: list[ConfigIssue] = []
     warnings: list[str] = []
     t, r = cfg.training, cfg.env_runners
@@ -775,31 +776,36 @@ def _cross_checks(cfg: RaytrainConfig, source: Source) -> tuple[list[ConfigIssue
         warn(("experiment", "num_to_keep"), "no checkpoint will ever be written (frequency 0, at_end false)")
     issues += [ConfigIssue(source.where(("model", *at)), ".".join(("model", *at)), problem)
                for at, problem in initializer_problems(cfg.model)]
-    warnings += [config_warning(source.where(path), ".".join(path), text) for path, text in _idle_settings(cfg).items()]
+    warnings += [config_warning(source.where(path), ".".join(path), text) for path, text in idle_settings(cfg, searched).items()]
     return issues, warnings
 
 
-def _idle_settings(cfg: RaytrainConfig) -> dict[tuple[str, str], str]:
-    """{path: why} for each setting that another setting turns off: RLlib reads it only when the other is set."""
-    idle: list[tuple[tuple[str, str], str]] = []
+def idle_settings(cfg: RaytrainConfig, searched: Collection[str] = ()) -> dict[tuple[str, str], str]:
+    """{path: why} for each setting that another setting turns off: RLlib reads it only when the other is set.
+
+    searched: the dotted keys a sweep varies; a setting whose switch is among them is used by some trials (no warning).
+    """
+    idle: list[tuple[tuple[str, str], str, str]] = []  # (path, the switch's dotted key, why)
     for kwargs in idle_arguments(cfg.model):
         initializer = kwargs.removesuffix("_kwargs")
-        idle.append((("model", kwargs), (
+        idle.append((("model", kwargs), f"model.{initializer}", (
             f"has no effect without model.{initializer} (RLlib passes them to that initializer only, and layers keep "
             f"torch's default initialization): set it, e.g. {initializer}: orthogonal_, or leave these out")))
     t, m = cfg.training, cfg.model
     if t.use_kl_loss is False:
-        idle += [(("training", name), "has no effect with training.use_kl_loss: false (no KL term in the loss): set "
-                  "use_kl_loss: true, or leave it out") for name in ("kl_coeff", "kl_target") if getattr(t, name) is not None]
+        idle += [(("training", name), "training.use_kl_loss", "has no effect with training.use_kl_loss: false (no KL "
+                  "term in the loss): set use_kl_loss: true, or leave it out")
+                 for name in ("kl_coeff", "kl_target") if getattr(t, name) is not None]
     if not m.use_lstm:
-        idle += [(("model", name), "has no effect without model.use_lstm: true (the network has no LSTM): set use_lstm: "
-                  "true, or leave it out") for name in _LSTM_ONLY if getattr(m, name) is not None]
+        idle += [(("model", name), "model.use_lstm", "has no effect without model.use_lstm: true (the network has no "
+                  "LSTM): set use_lstm: true, or leave it out") for name in _LSTM_ONLY if getattr(m, name) is not None]
     if t.grad_clip_by is not None and t.grad_clip is None:
-        idle.append((("training", "grad_clip_by"), "has no effect without training.grad_clip (no gradient is clipped): "
-                     "set grad_clip, e.g. 0.5, or leave it out"))
+        idle.append((("training", "grad_clip_by"), "training.grad_clip", "has no effect without training.grad_clip (no "
+                     "gradient is clipped): set grad_clip, e.g. 0.5, or leave it out"))
     said: dict[tuple[str, str], str] = {}
-    for path, why in idle:
-        said.setdefault(path, why)  # one warning a setting: the first said of it
+    for path, switch, why in idle:
+        if switch not in searched:
+            said.setdefault(path, why)  # one warning a setting: the first said of it
     return said
 
 
@@ -807,8 +813,11 @@ _LSTM_ONLY = ("max_seq_len", "lstm_cell_size", "lstm_use_prev_action", "lstm_use
               "lstm_kernel_initializer_kwargs", "lstm_bias_initializer", "lstm_bias_initializer_kwargs")
 
 
-def load_source(source: Source, overrides: list[str] | None = None) -> LoadedConfig:
-    """Validate a parsed `Source` (the data is modified in place)."""
+def load_source(source: Source, overrides: list[str] | None = None, searched: Collection[str] = ()) -> LoadedConfig:
+    """Validate a parsed `Source` (the data is modified in place).
+
+    searched: the dotted keys a sweep varies over this config (its base config), for what is said of them.
+    """
     notices = apply_overrides(source, overrides or [])
     notices += aliases.normalize(source)
     try:
@@ -816,7 +825,7 @@ def load_source(source: Source, overrides: list[str] | None = None) -> LoadedCon
     except ValidationError as exc:
         raise ConfigError(pydantic_issues(exc, source)) from None
     issues = _check_env(cfg, source) + _check_stop(cfg, source)
-    cross_issues, warnings = _cross_checks(cfg, source)
+    cross_issues, warnings = _cross_checks(cfg, source, searched)
     warnings = _no_values(source) + warnings + _searches_in_env_config(cfg, source)
     issues += cross_issues
     if issues:

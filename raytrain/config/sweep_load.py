@@ -219,6 +219,11 @@ def searched(sweep: SweepConfig, *, domains_only: bool = False) -> list[tuple[Ke
     return spaces
 
 
+def searched_keys(sweep: SweepConfig) -> set[str]:
+    """The dotted keys of every hyperparameter the sweep samples or perturbs."""
+    return {path[-1] for path, _ in searched(sweep)}
+
+
 def trial_source(base: Source, overrides: dict[str, Any], where: str | None = None) -> Source:
     """A copy of the base Source with dotted overrides applied (the config one trial runs)."""
     src = Source(copy.deepcopy(base.data), dict(base.origins), base.file, dict(base.written))
@@ -299,7 +304,7 @@ def load_sweep_source(source: Source, path: str | Path, overrides: list[str] | N
     warnings += base.warnings
     taken.update(_take_checkpoint_settings(sweep, source, base))
     _check_algorithm(sweep, issue, warnings.append)
-    _check_hyperparameters(sweep, source, base.source, issue)
+    _check_hyperparameters(sweep, source, base.source, issue, warnings.append)
     known = known_metrics(base.config.experiment.return_window, base.config.evaluation.evaluation_interval is not None)
     _check_metric(sweep.search.metric or base.config.return_metric, known, issue)
     if (backwards := _ranked_backwards(sweep, source, sweep.search.metric or base.config.return_metric)) is not None:
@@ -467,7 +472,7 @@ def _load_base(path: str | Path, sweep: SweepConfig, source: Source, issue: Issu
                 base_source.origins[("stop", key)] = where
             if (written := source.written.get(("stop", key))) is not None:
                 base_source.written[("stop", key)] = written
-    return load_source(base_source)
+    return load_source(base_source, searched=searched_keys(sweep))
 
 
 def _take_checkpoint_settings(sweep: SweepConfig, source: Source, base: LoadedConfig) -> dict[KeyPath, str]:
@@ -499,20 +504,31 @@ def _check_algorithm(sweep: SweepConfig, issue: Issue, warn: Callable[[str], Non
     algorithm.check(sweep, issue, warn)
 
 
-def _check_hyperparameters(sweep: SweepConfig, source: Source, base: Source, issue: Issue) -> None:
-    """Every hyperparameter names a real key, and every value gives a valid trial config."""
+def _check_hyperparameters(sweep: SweepConfig, source: Source, base: Source, issue: Issue,
+                           warn: Callable[[str], None]) -> None:
+    """Every hyperparameter names a real key, and every value gives a valid trial config; a warning for one that no
+    trial's config reads (its switch is off and not searched)."""
+    from raytrain.config.load import idle_settings
+
+    keys = searched_keys(sweep)
     for key_path, dist in searched(sweep):
         key = key_path[-1]
         problem = check_key(key) or _fractions_for_whole_numbers(key, dist)
         if problem:
             issue(key_path, problem)
             continue
+        idle: str | None = None
         for value in sample_values(dist):
             try:
-                load_source(trial_source(base, {key: value}, source.where(key_path)))
+                trial = load_source(trial_source(base, {key: value}, source.where(key_path)))
             except ConfigError as exc:
                 issue(key_path, f"with {key} = {value!r} a trial's config is invalid: {exc.issues[0].message}")
                 break
+            idle = idle_settings(trial.config, keys).get(tuple(key.split(".")))  # type: ignore[arg-type]
+        else:
+            if idle is not None:
+                warn(config_warning(source.where(key_path), ".".join(key_path),
+                                    f"is searched, and no trial reads it: it {idle}; the sweep would rank noise"))
 
 
 def _fractions_for_whole_numbers(key: str, dist: Any) -> str | None:

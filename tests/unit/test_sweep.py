@@ -1109,3 +1109,42 @@ def test_a_sweep_that_writes_no_checkpoint_is_warned_of(sweep_file, tmp_path, ch
     fine = sweep_file("name: n\nsearch: {algorithm: random, num_samples: 2}\n"
                       f"checkpoint: {{storage_path: {tmp_path / 'results'}, frequency: 0}}\n")
     assert [w for w in load_sweep(fine).warnings if "checkpoint" in w] == []
+
+
+@pytest.mark.parametrize("searched", [
+    "space:\n  training.use_kl_loss: {distribution: choice, values: [true, false]}\n",
+    "pbt: {hyperparam_mutations: {training.use_kl_loss: {distribution: choice, values: [true, false]}}}\n",
+])
+def test_a_base_setting_whose_switch_the_sweep_searches_is_not_warned_of(tmp_path, sweep_file, searched):
+    """The base config's kl_coeff was said to have no effect with use_kl_loss: false, and half the trials turn it on."""
+    (tmp_path / "base.yaml").write_text(BASE.replace("lr: 0.001}", "lr: 0.001, use_kl_loss: false, kl_coeff: 0.3}"))
+    algorithm = "pbt" if searched.startswith("pbt") else "random"
+    path = sweep_file(f"name: b\nsearch: {{algorithm: {algorithm}, num_samples: 2}}\n{searched}")
+    assert [w for w in load_sweep(path).warnings if "kl_coeff" in w] == []
+
+
+def test_a_base_setting_whose_switch_is_off_in_every_trial_is_still_warned_of(tmp_path, sweep_file):
+    (tmp_path / "base.yaml").write_text(BASE.replace("lr: 0.001}", "lr: 0.001, use_kl_loss: false, kl_coeff: 0.3}"))
+    path = sweep_file("name: b\nsearch: {algorithm: random, num_samples: 2}\n"
+                      "space:\n  training.lr: {distribution: choice, values: [0.001, 0.0003]}\n")
+    assert [w for w in load_sweep(path).warnings if "kl_coeff" in w] == [
+        f"warning: {tmp_path / 'base.yaml'}:4: training.kl_coeff: has no effect with training.use_kl_loss: false (no KL "
+        "term in the loss): set use_kl_loss: true, or leave it out"]
+
+
+@pytest.mark.parametrize(("searched", "line", "key"), [
+    ("space:\n  training.kl_target: {distribution: uniform, low: 0.01, high: 0.05}\n", 6, "space.training.kl_target"),
+    ("pbt: {hyperparam_mutations: {training.kl_coeff: {distribution: uniform, low: 0.1, high: 0.5}}}\n", 5,
+     "pbt.hyperparam_mutations.training.kl_coeff"),
+])
+def test_a_searched_setting_that_no_trial_reads_is_warned_of(tmp_path, sweep_file, searched, line, key):
+    """A search over kl_target with use_kl_loss: false in the base ran every trial with the same loss, without a
+    word: the leaderboard ranked noise."""
+    (tmp_path / "base.yaml").write_text(BASE.replace("lr: 0.001}", "lr: 0.001, use_kl_loss: false}"))
+    algorithm = "pbt" if searched.startswith("pbt") else "random"
+    path = sweep_file(f"name: b\nsearch: {{algorithm: {algorithm}, num_samples: 2}}\n{searched}")
+    name = key.rpartition(".")[2]
+    said = [w for w in load_sweep(path).warnings if name in w]
+    assert said == [f"warning: {path}:{line}: {key}: is searched, and no trial reads it: it has no effect with "
+                    "training.use_kl_loss: false (no KL term in the loss): set use_kl_loss: true, or leave it out; "
+                    "the sweep would rank noise"], said
