@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,6 +145,25 @@ def _check_workdir(cfg: SlurmConfig, slurm_file: Path, folder: Path, import_path
         )
 
 
+@contextmanager
+def _said_at_storage_path(slurm_file: Path, override: str | None) -> Iterator[None]:
+    """An error about the Slurm file's storage_path, which joins the overrides as `override`, is said at that file's
+    line: it was said of `--set checkpoint.storage_path=...`, which the user never typed."""
+    from raytrain.config.source import read_yaml
+    from raytrain.errors import ConfigError
+
+    try:
+        yield
+    except ConfigError as exc:
+        if override is None or not any(issue.where == f"--set {override}" for issue in exc.issues):
+            raise
+        where = read_yaml(slurm_file).where(("storage_path",))
+        for issue in exc.issues:
+            if issue.where == f"--set {override}":
+                issue.where, issue.path = where, "storage_path"
+        raise ConfigError(exc.issues) from None
+
+
 def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submission:
     """Load and check the Slurm file and the sweep (as `raytrain tune` checks it); build the job's script."""
     from raytrain.config.sweep_load import load_sweep
@@ -152,7 +173,8 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
     overrides = list(overrides)
     if cfg.storage_path:
         overrides.insert(0, override_text("checkpoint.storage_path", cfg.storage_path))
-    loaded = load_sweep(file, overrides, storage="probe")
+    with _said_at_storage_path(slurm_file, overrides[0] if cfg.storage_path else None):
+        loaded = load_sweep(file, overrides, storage="probe")
     notices = loaded.notices + loaded.warnings
     exp = loaded.experiment_dir
     resumes = (exp / "tuner.pkl").is_file()
@@ -206,11 +228,11 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
     """
     from raytrain.config.load import load_config, load_source
     from raytrain.config.source import parse_yaml
-    from raytrain.errors import ConfigError, ConfigIssue
     from raytrain.imports import user_paths
     from raytrain.paths import probe_writable
     from raytrain.rllib.translate import check_with_rllib
-    from raytrain.runs import RunFolder, experiment_dir, free_run_path
+    from raytrain.runs import RunFolder, free_run_path
+    from raytrain.train_run import storage_checked
     from raytrain.training import check_train_cpus
 
     cfg = load_slurm(slurm_file)
@@ -248,16 +270,10 @@ def prepare_train(file: Path | None, overrides: list[str], slurm_file: Path, res
         if cfg.storage_path:
             overrides.insert(0, override_text("experiment.storage_path", cfg.storage_path))
         assert file is not None  # `train --slurm` without FILE or --resume is refused before this
-        loaded = load_config(file, overrides)
+        with _said_at_storage_path(slurm_file, overrides[0] if cfg.storage_path else None):
+            loaded = load_config(file, overrides)
+            run_dir = free_run_path(storage_checked(loaded))
         source_name = str(file)
-        exp, source = loaded.config.experiment, loaded.source
-        assert exp.name is not None  # validation always sets it (default: ppo_<env>)
-        base = experiment_dir(exp.storage_path, exp.name, source.where(("experiment", "name")))
-        problem = probe_writable(base)
-        if problem:
-            raise ConfigError([ConfigIssue(source.where(("experiment", "storage_path")), "experiment.storage_path",
-                                           f"{problem}; run folders go to {base}/")])
-        run_dir = free_run_path(base)
     notices += check_with_rllib(loaded.config, loaded.source, source_name,
                                 then=lambda: check_train_cpus(loaded.config, loaded.source, _job_ray(cfg, slurm_file)))
     notices += _idle_gpus(cfg, loaded.config, slurm_file) + _missing_python(cfg, slurm_file)

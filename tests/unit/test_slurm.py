@@ -256,6 +256,26 @@ def test_a_percent_in_the_folder_is_refused_where_it_was_written(files):
     assert not any(p.name.startswith(("r", "c", "e")) and "%" in p.name for p in tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("command", ["tune", "train"])
+def test_an_unwritable_storage_path_of_the_slurm_file_is_said_at_its_line(files, command):
+    """It was said of `--set checkpoint.storage_path=...`, which the user never typed; and `train --slurm` did not
+    say what to do, as `train` does."""
+    sweep, slurm, tmp_path = files
+    path = tmp_path / "unwritable.yaml"
+    path.write_text("nodes: 1\nstorage_path: /proc/nowhere\n")
+    target = sweep if command == "tune" else tmp_path / "base.yaml"
+    result = runner.invoke(app, [command, str(target), "--slurm", str(path), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    folder = "; run folders go to /proc/nowhere/ppo_CartPole-v1/: choose a folder you can write to" \
+        if command == "train" else "; choose a directory you can write to"
+    assert f"error: {path}:2: storage_path: not writable: cannot create a file in /proc (No such file or directory)" \
+        f"{folder}" in said, said
+    typed = runner.invoke(app, [command, str(target), "--slurm", str(slurm("nodes: 1\n")), "--dry-run", "--set",
+                                f"{'checkpoint' if command == 'tune' else 'experiment'}.storage_path=/proc/typed"])
+    assert typed.exit_code == 2 and "error: --set " in typed.output, typed.output
+
+
 @pytest.mark.parametrize(("value", "seconds"), [("30", 1800), ("5:30", 330), ("1:00:00", 3600), ("2-0", 172800),
                                                 ("1-01:02", 90120), ("1-00:00:05", 86405), ("UNLIMITED", None)])
 def test_time_limit_formats(value, seconds):
