@@ -96,7 +96,7 @@ class LoadedSweep:
 
     def hyperparameters(self) -> list[str]:
         """Every dotted key the sweep varies."""
-        return list(dict.fromkeys(key_path[-1] for key_path, _ in searched(self.sweep)))
+        return searched_keys(self.sweep)
 
 
 def _dropped_by_the_search(sweep: SweepConfig, key: str, value: Any, source: Source,
@@ -219,9 +219,9 @@ def searched(sweep: SweepConfig, *, domains_only: bool = False) -> list[tuple[Ke
     return spaces
 
 
-def searched_keys(sweep: SweepConfig) -> set[str]:
-    """The dotted keys of every hyperparameter the sweep samples or perturbs."""
-    return {path[-1] for path, _ in searched(sweep)}
+def searched_keys(sweep: SweepConfig) -> list[str]:
+    """The dotted key of every hyperparameter the sweep samples or perturbs, each once."""
+    return list(dict.fromkeys(path[-1] for path, _ in searched(sweep)))
 
 
 def trial_source(base: Source, overrides: dict[str, Any], where: str | None = None) -> Source:

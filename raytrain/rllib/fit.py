@@ -170,6 +170,68 @@ def _model_problem(cfg: RaytrainConfig, env: Any, catalog_class: Any, model_conf
             f"and the env's action space {env.action_space} has no Gaussian: leave it out")
 
 
+_CONV = ("conv_filters", "conv_activation", "conv_kernel_initializer", "conv_kernel_initializer_kwargs",
+         "conv_bias_initializer", "conv_bias_initializer_kwargs")
+_FCNET = ("fcnet_hiddens", "fcnet_activation", "fcnet_kernel_initializer", "fcnet_kernel_initializer_kwargs",
+          "fcnet_bias_initializer", "fcnet_bias_initializer_kwargs", "fcnet_use_layernorm")
+
+
+def env_idle_settings(cfg: RaytrainConfig, searched: Collection[str] = ()) -> dict[str, str]:
+    """{dotted key: why} for each model setting `cfg` writes (or a sweep searches: `searched`) that the network RLlib
+    builds for the env's spaces never reads: `conv_*` for vector observations (an MLP encoder), `fcnet_*` for images
+    (a CNN encoder, without an LSTM), `log_std_clip_param` for actions with no Gaussian. Each was dropped without a
+    word. One env is made only when there is one of them ({} when it cannot be made here: other checks say why)."""
+    m = cfg.model
+    written = [name for name in (*_CONV, *_FCNET, "log_std_clip_param")
+               if getattr(m, name) is not None or f"model.{name}" in searched]
+    if not written:
+        return {}
+    from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+
+    from raytrain.rllib.translate import build_ppo_config
+
+    config = build_ppo_config(cfg)
+    try:
+        env, _ = _made_env(config)
+    except Exception:
+        return {}
+    if env is None:
+        return {}
+    idle: dict[str, str] = {}
+    try:
+        observations = network_observations(cfg, env)
+        dims = len(observations.shape) if getattr(observations, "shape", None) is not None else None
+        if dims == 1:
+            idle |= {f"model.{name}": f"has no effect: the network's observations ({_space(observations)}) are a vector, which "
+                     "RLlib's encoder takes with an MLP (model.fcnet_*), not a CNN: leave it out"
+                     for name in written if name in _CONV}
+        elif dims == 3 and not m.use_lstm:
+            idle |= {f"model.{name}": f"has no effect: the network's observations ({_space(observations)}) are images, which "
+                     "RLlib's encoder takes with a CNN (model.conv_*; model.head_fcnet_* shape the heads after it): "
+                     "leave it out" for name in written if name in _FCNET}
+        if "log_std_clip_param" in written:
+            from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussian
+
+            distribution = PPOCatalog(observations, env.action_space, dict(config.model_config)
+                                      ).get_action_dist_cls(framework="torch")
+            if not (isinstance(distribution, type) and issubclass(distribution, TorchDiagGaussian)):
+                idle["model.log_std_clip_param"] = (
+                    f"has no effect: it clips a Gaussian's log-std, and the env's action space {env.action_space} has "
+                    "no Gaussian: leave it out")
+    except Exception:  # what RLlib cannot build: other checks say why
+        return idle
+    finally:
+        env.close()
+    return idle
+
+
+def _space(space: Any) -> str:
+    """A Box as its shape and dtype (`Box(4,) float32`): its repr lists every bound."""
+    from gymnasium.spaces import Box
+
+    return f"Box{space.shape} {space.dtype}" if isinstance(space, Box) else str(space)
+
+
 def _misnamed_config(maker: Any) -> str | None:
     """For a custom env class that could not be made here: when its one required parameter is not named for the
     config RLlib passes (`def __init__(self, size)`), that this is why, else None. RLlib's message was the env's

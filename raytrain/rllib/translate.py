@@ -7,7 +7,7 @@ goes is read from the schema (`raytrain.config.schema.rllib_fields`), so a new f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -169,7 +169,27 @@ def check_with_rllib(cfg: RaytrainConfig, source: Source, file: str, *, network:
         if then is not None:
             then()
     return located_warnings(found, lambda key: writes(source, key), lambda key: source.where(tuple(key.split("."))),
-                            file)
+                            file) + (env_idle_warnings(cfg, source) if network else [])
+
+
+def env_idle_warnings(cfg: RaytrainConfig, source: Source, searched: Mapping[str, tuple[str | None, str]] | None = None
+                      ) -> list[str]:
+    """A warning at each model setting of `cfg` that the network built for the env's spaces never reads
+    (`env_idle_settings`). `searched`: {dotted key: (where, the field's path)} of what a sweep searches; such a key is
+    said there, as a search whose trials all train alike."""
+    from raytrain.errors import config_warning
+    from raytrain.rllib.fit import env_idle_settings
+
+    searched = searched or {}
+    lines = []
+    for key, why in env_idle_settings(cfg, searched).items():
+        if key in searched:
+            where, field = searched[key]
+            lines.append(config_warning(where, field, f"is searched, and no trial reads it: it {why}; the sweep would "
+                                        "rank noise"))
+        else:
+            lines.append(config_warning(source.where(tuple(key.split("."))), key, why))
+    return lines
 
 
 def _import_paths() -> set[tuple[str, str]]:

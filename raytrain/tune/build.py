@@ -91,7 +91,12 @@ def check(loaded: LoadedSweep, plan_: Plan) -> list[str]:
                   or _tune_issues(loaded, plan_))
     if issues:
         raise ConfigError(issues)
-    return located_warnings(found, lambda key: _writes(loaded, key), lambda key: _where(loaded, key), loaded.source.file)
+    from raytrain.config.sweep_load import searched
+    from raytrain.rllib.translate import env_idle_warnings
+
+    return (located_warnings(found, lambda key: _writes(loaded, key), lambda key: _where(loaded, key), loaded.source.file)
+            + env_idle_warnings(loaded.base.config, loaded.base.source,
+                                {path[-1]: (loaded.source.where(path), ".".join(path)) for path, _ in searched(loaded.sweep)}))
 
 
 def check_cpus(loaded: LoadedSweep, ray: RayCpus | None = None) -> None:

@@ -1365,6 +1365,60 @@ def test_free_log_std_with_actions_that_have_no_gaussian_exits_2_before_ray(obs_
     assert observation_issue(pendulum.config, pendulum.source) is None
 
 
+@pytest.mark.parametrize(("env", "model", "said"), [
+    ("CartPole-v1", "conv_filters: [[16, 4, 2]]\n  conv_activation: relu\n  fcnet_hiddens: [32]", [
+        ("model.conv_filters", 5, "has no effect: the network's observations (Box(4,) float32) are a vector, which "
+         "RLlib's encoder takes with an MLP (model.fcnet_*), not a CNN: leave it out"),
+        ("model.conv_activation", 6, "has no effect: the network's observations (Box(4,) float32) are a vector, which "
+         "RLlib's encoder takes with an MLP (model.fcnet_*), not a CNN: leave it out")]),
+    ("obs_walks:ImageWalk", "fcnet_hiddens: [32]\n  conv_activation: relu", [
+        ("model.fcnet_hiddens", 5, "has no effect: the network's observations (Box(42, 42, 3) float32) are images, "
+         "which RLlib's encoder takes with a CNN (model.conv_*; model.head_fcnet_* shape the heads after it): leave it "
+         "out")]),
+    ("CartPole-v1", "log_std_clip_param: 5", [
+        ("model.log_std_clip_param", 5, "has no effect: it clips a Gaussian's log-std, and the env's action space "
+         "Discrete(2) has no Gaussian: leave it out")]),
+    ("Pendulum-v1", "log_std_clip_param: 5\n  fcnet_hiddens: [32]", []),
+])
+def test_a_model_setting_the_envs_network_never_reads_is_warned_of(obs_envs, write_yaml, env, model, said):
+    """RLlib builds an MLP for vector observations, a CNN for images, and clips a log-std only for a Gaussian: the
+    others' settings were dropped without a word (CNN filters on CartPole, `validate` said ok)."""
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    path = write_yaml(f"experiment: {{storage_path: {obs_envs / 'runs'}}}\nenvironment: {{env: '{env}'}}\n"
+                      f"training: {{train_batch_size: 200, minibatch_size: 100}}\nmodel:\n  {model}\n")
+    result = CliRunner().invoke(app, ["config", "validate", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert lines == [f"warning: {path}:{line}: {key}: {why}" for key, line, why in said], result.output
+    assert starts == []
+
+
+def test_a_sweeps_model_setting_the_envs_network_never_reads_is_warned_of(obs_envs, write_yaml):
+    """The base config's setting at its line; a searched one at the search, as a sweep of trials that train alike."""
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    base = write_yaml(f"experiment: {{storage_path: {obs_envs / 'runs'}}}\nenvironment: {{env: CartPole-v1}}\n"
+                      "training: {train_batch_size: 200, minibatch_size: 100}\nmodel:\n  conv_filters: [[16, 4, 2]]\n"
+                      "stop: {training_iteration: 2}\n")
+    sweep = obs_envs / "sweep.yaml"
+    sweep.write_text(f"base: {base.name}\nsearch: {{num_samples: 2}}\ncheckpoint: {{storage_path: {obs_envs / 'runs'}}}\n"
+                     "space:\n  model.conv_activation: {distribution: choice, values: [relu, tanh]}\n")
+    result = CliRunner().invoke(app, ["config", "validate", str(sweep)])
+    assert result.exit_code == 0, result.output
+    vector = ("has no effect: the network's observations (Box(4,) float32) are a vector, which RLlib's encoder takes "
+              "with an MLP (model.fcnet_*), not a CNN: leave it out")
+    lines = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert lines == [f"warning: {base}:5: model.conv_filters: {vector}",
+                     f"warning: {sweep}:5: space.model.conv_activation: is searched, and no trial reads it: it {vector}; "
+                     "the sweep would rank noise"], result.output
+    assert starts == []
+
+
 def test_a_search_in_a_train_configs_env_config_is_warned_of(write_yaml):
     """RLlib's old YAML ran through Tune, which expanded `{grid_search: [...]}` anywhere in the config: here the env
     got the mapping itself (gymnasium.make's max_episode_steps={'grid_search': ...}), and `validate` said ok."""
