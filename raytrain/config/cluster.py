@@ -120,13 +120,19 @@ LocalPath = Annotated[str, AfterValidator(_path_from_home)]
 
 
 def check_env(value: dict[str, str]) -> dict[str, str]:
-    """Extra environment variables: names a shell accepts, values without a NUL byte. Raises ValueError."""
+    """Extra environment variables: names a shell accepts, values without a NUL byte, none of those raytrain sets
+    for Ray itself (the auth mode, the token, the address: a value here replaced raytrain's, and
+    `RAY_AUTH_MODE: disabled` turned token authentication off past the check of `auth.mode`). Raises ValueError."""
     bad = [k for k in value if not _ENV_KEY.fullmatch(k)]
     if bad:
         raise ValueError(f"variable names must be letters, digits and `_`, not starting with a digit: {bad}")
     nul = [k for k, v in value.items() if "\0" in str(v)]
     if nul:
         raise ValueError(f"values must not contain a NUL byte: {nul}")
+    owned = [k for k in value if k.startswith("RAY_AUTH") or k == "RAY_ADDRESS"]
+    if owned:
+        raise ValueError(f"{owned}: set by raytrain itself for every Ray process: use `auth:` for authentication, "
+                         "and leave these out")
     return value
 
 
@@ -478,7 +484,7 @@ class ClusterConfig(RefuseBoolsForNumbers):
     venv: AbsolutePath | None = None
     """Absolute path of a virtualenv with Ray on every node (sets `python` to VENV/bin/python)."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for every Ray process."""
+    """Extra environment variables for every Ray process (not RAY_AUTH_* nor RAY_ADDRESS: raytrain sets them; see `auth`)."""
     ports: PortsConfig = Field(default_factory=PortsConfig)
     """Fixed ports."""
     storage: StorageConfig = Field(default_factory=StorageConfig)

@@ -95,7 +95,7 @@ class SlurmConfig(_Section):
     workdir: AbsolutePath | None = None
     """Absolute path the driver runs in on the head node (default: the experiment folder); Ray puts it first on every worker's path, so the folder of your env's module (`env: my_envs:Walk`), on shared storage."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for the driver and every Ray process."""
+    """Extra environment variables for the driver and every Ray process (not RAY_AUTH_*, RAY_ADDRESS, SLURM*, nor a name the job's script uses itself)."""
     head_port: int = Field(6379, gt=0, lt=65536)
     """Ray's GCS port on the first node."""
     start_timeout_s: float = Field(180, gt=0)
@@ -168,9 +168,14 @@ class SlurmConfig(_Section):
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         check_env(value)
-        owned = [k for k in value if k.startswith("RAY_AUTH") or k in ("RAY_ADDRESS",)]
+        from raytrain.slurm.script import script_names
+
+        names = script_names()
+        owned = [k for k in value if k in names or k.startswith(("SLURM", "BASH_"))]
         if owned:
-            raise ValueError(f"{owned}: set by the job itself (use `auth:` for authentication)")
+            raise ValueError(f"{owned}: the job's script uses these names itself (an `export` of them replaced its own "
+                             "values: AUTH_MODE turned token authentication off, JOB_DIR moved the token), or Slurm or "
+                             "bash sets them: choose other names")
         return value
 
     @model_validator(mode="after")

@@ -7,6 +7,9 @@ quotes. `#SBATCH` lines hold only values the Slurm file's schema allowed (sbatch
 
 from __future__ import annotations
 
+import functools
+import inspect
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -83,6 +86,23 @@ def sbatch_argv(job: Job, script_path: str) -> list[str]:
 def ray_bin(cfg: SlurmConfig) -> str:
     py = cfg.python_path
     return py.rsplit("/", 1)[0] + "/ray" if py.startswith("/") else "ray"
+
+
+_BASH_OWN = frozenset({"IFS", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "CDPATH", "GLOBIGNORE", "PS4", "SECONDS",
+                       "RANDOM", "LINENO", "POSIXLY_CORRECT", "PROMPT_COMMAND", "TMOUT"})
+"""What bash reads or sets itself and changes how the script runs (PATH and the like stay the user's to set)."""
+
+
+@functools.cache
+def script_names() -> frozenset[str]:
+    """Every variable the batch script assigns or expands (its values, its body's own), and bash's own: a Slurm
+    file's `env:` of one of them is exported after the values and replaced the script's."""
+    source = inspect.getsource(batch_script) + BODY
+    assigned = re.findall(r"(?:^|[\s;(])(?:local\s+|export\s+)?([A-Za-z_]\w*)(?:\[[^\]]*\])?\+?=", BODY, re.M)
+    return frozenset({*re.findall(r"\$\{?[#!]?([A-Za-z_]\w*)", BODY), *assigned,
+                      *re.findall(r"_(?:assign|array)\(\"([A-Za-z_]\w*)\"", source),
+                      *re.findall(r"\bfor\s+([A-Za-z_]\w*)\s+in\b", BODY),
+                      *re.findall(r"\b(?:read|mapfile)\s+(?:-\w+\s+)*([A-Za-z_]\w*)", BODY)}) | _BASH_OWN
 
 
 def batch_script(cfg: SlurmConfig, job: Job) -> str:

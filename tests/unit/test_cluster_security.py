@@ -80,6 +80,11 @@ def test_node_values_refused(write_yaml, head, expected):
         ("env: {'X;touch /tmp/pwned': '1'}", "c.yaml:3: env: variable names must be letters, digits and `_`"),
         ("env: {1X: '1'}", "env: variable names"),
         ("env: {X: \"a\\0b\"}", "env: values must not contain a NUL byte"),
+        # it replaced raytrain's own RAY_AUTH_MODE=token in every command: auth off past the check of auth.mode
+        ("env: {RAY_AUTH_MODE: disabled}", "c.yaml:3: env: ['RAY_AUTH_MODE']: set by raytrain itself for every Ray "
+                                           "process: use `auth:` for authentication, and leave these out"),
+        ("env: {RAY_AUTH_TOKEN_PATH: /tmp/t, OMP_NUM_THREADS: '1'}", "env: ['RAY_AUTH_TOKEN_PATH']: set by raytrain"),
+        ("env: {RAY_ADDRESS: '10.0.0.1:6379'}", "env: ['RAY_ADDRESS']: set by raytrain itself"),
         ("storage: {path: '~/ckpt'}", "storage.path: must be an absolute path (starting with /)"),
         ("storage: {path: \"/data\\tx\"}", "storage.path: must not contain control characters"),
         ("storage: {path: /n, nfs: {server: '-oro', export: /n}}", "storage.nfs.server: must be a hostname or an address"),

@@ -15,7 +15,8 @@ import yaml
 from typer.testing import CliRunner
 
 from raytrain.cli import app
-from raytrain.config.slurm import SlurmConfig, time_limit_seconds
+from raytrain.config.slurm import SlurmConfig, load_slurm, time_limit_seconds
+from raytrain.errors import ConfigError
 from raytrain.runs import RLLIB_PARTS
 from raytrain.slurm.script import Job, batch_script, sbatch_argv, sbatch_options
 
@@ -49,7 +50,13 @@ BAD = [
     ("extra_sbatch: ['#SBATCH --mem=1G']\n", 2, "extra_sbatch", "give the option only"),
     ("extra_sbatch: ['--no-kill']\n", 2, "extra_sbatch", "raytrain writes --no-kill itself"),
     ("env: {'A-B': x}\n", 2, "env", "variable names"),
-    ("env: {RAY_AUTH_MODE: disabled}\n", 2, "env", "set by the job itself"),
+    ("env: {RAY_AUTH_MODE: disabled}\n", 2, "env", "set by raytrain itself"),
+    # exported after the script's values, each replaced the script's own: AUTH_MODE turned token auth off
+    ("env: {AUTH_MODE: disabled}\n", 2, "env", "['AUTH_MODE']: the job's script uses these names itself"),
+    ("env: {JOB_DIR: /}\n", 2, "env", "['JOB_DIR']: the job's script uses these names itself"),
+    ("env: {IFS: ':'}\n", 2, "env", "['IFS']: the job's script uses these names itself"),
+    ("env: {SLURM_JOB_ID: '1'}\n", 2, "env", "['SLURM_JOB_ID']: the job's script uses these names itself"),
+    ("env: {BASH_ENV: /tmp/x}\n", 2, "env", "or Slurm or bash sets them: choose other names"),
     ("venv: relative/venv\n", 2, "venv", "absolute path"),
     ("python: \"/usr/bin/python\\n3\"\n", 2, "python", "control characters"),
     ("nodez: 3\n", 2, "nodez", "nodes"),
@@ -274,6 +281,24 @@ def test_an_unwritable_storage_path_of_the_slurm_file_is_said_at_its_line(files,
     typed = runner.invoke(app, [command, str(target), "--slurm", str(slurm("nodes: 1\n")), "--dry-run", "--set",
                                 f"{'checkpoint' if command == 'tune' else 'experiment'}.storage_path=/proc/typed"])
     assert typed.exit_code == 2 and "error: --set " in typed.output, typed.output
+
+
+def test_every_variable_of_the_batch_script_is_refused_in_env(files):
+    """The script's values and its body's own variables: an `env:` of any of them replaced the script's (the names
+    are read from the script itself, so a variable added to it later is covered too)."""
+    from raytrain.slurm.script import BODY, script_names
+
+    names = script_names()
+    assert {"AUTH_MODE", "JOB_DIR", "PYTHON", "RAY", "HEAD_PORT", "START", "RESUME", "STATE_FILE", "TOKEN", "NODES",
+            "DRIVER", "SLURM_JOB_ID"} <= names
+    import re
+
+    assert set(re.findall(r"\$\{?([A-Z][A-Z0-9_]*)", BODY)) <= names
+    _, slurm, _ = files
+    for name in sorted(names):
+        with pytest.raises(ConfigError, match="the job's script uses these names itself|set by raytrain itself"):
+            load_slurm(slurm(f"nodes: 1\nenv: {{{name}: x}}\n"))
+    assert load_slurm(slurm("nodes: 1\nenv: {OMP_NUM_THREADS: '1', PATH: /opt/bin}\n")).env["PATH"] == "/opt/bin"
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("30", 1800), ("5:30", 330), ("1:00:00", 3600), ("2-0", 172800),
