@@ -332,6 +332,8 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
     if repaired is not None:
         print(f"note: {repaired.name} was cut short when the sweep was killed; put back its complete copy "
               f"({repaired.name}{state.COPY_SUFFIX}, at most one step of Tune's loop older)", file=sys.stderr)
+    for line in state.set_aside(exp_dir, restart_errored, time.strftime("%Y-%m-%d_%H-%M-%S")):
+        print(line, file=sys.stderr)
     tuner = tune.Tuner.restore(
         str(exp_dir),
         trainable=RaytrainPPO,

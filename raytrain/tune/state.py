@@ -101,3 +101,101 @@ def repair(exp_dir: Path) -> Path | None:
     path = found[0]
     write_atomic(path, path.with_name(path.name + COPY_SUFFIX).read_bytes())
     return path
+
+
+SET_ASIDE = "not_resumed"
+"""The folder in a trial's folder that `set_aside` moves what a resume would write again into."""
+
+
+def _unpickled(value: Any) -> Any:
+    """A value Tune wrote into the state with cloudpickle (`{"_type": "CLOUDPICKLE_FALLBACK", "value": hex}`)."""
+    from ray import cloudpickle
+
+    if not (isinstance(value, dict) and value.get("_type") == "CLOUDPICKLE_FALLBACK"):
+        return None
+    try:
+        return cloudpickle.loads(bytes.fromhex(value["value"]))
+    except Exception:
+        return None
+
+
+def _number(path: Path) -> int | None:
+    digits = path.name.removeprefix("checkpoint_")
+    return int(digits) if path.name.startswith("checkpoint_") and digits.isdigit() else None
+
+
+def set_aside(exp_dir: Path, restart_errored: bool, stamp: str) -> list[str]:
+    """Move out of the way what the trials wrote after Tune last saved the sweep's state, before a resume.
+
+    Tune saves the state (each trial's latest checkpoint and checkpoint number) every few seconds, while a trial
+    writes a checkpoint every iteration. A driver killed between two saves leaves checkpoints newer than the state:
+    the resumed trial continues from the state's checkpoint and wrote its next ones into the same
+    checkpoint_<n> folders, over complete checkpoints, and its result.json and progress.csv had the iterations
+    after that checkpoint twice. Each such checkpoint folder, and those rows, go to
+    `<trial>/not_resumed/<stamp>/`, as they were. Returns one line per trial that had any.
+    """
+    said = []
+    for trial, runtime in trials(exp_dir):
+        status = trial.get("status")
+        if status == "TERMINATED" or (status == "ERROR" and restart_errored):  # not continued (restarted: a new folder)
+            continue
+        storage, manager = _unpickled(trial.get("storage")), _unpickled(runtime.get("checkpoint_manager"))
+        index = getattr(storage, "current_checkpoint_index", None)
+        name = getattr(storage, "trial_dir_name", None)
+        if not isinstance(index, int) or not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
+            continue
+        latest = getattr(manager, "latest_checkpoint_result", None)
+        metrics = getattr(latest, "metrics", None) or {}
+        iteration = metrics.get("training_iteration", 0) if latest is not None else 0
+        trial_dir = exp_dir / name
+        newer = sorted(p for p in trial_dir.glob("checkpoint_*") if p.is_dir() and (n := _number(p)) is not None and n > index)
+        target = trial_dir / SET_ASIDE / stamp
+        rows = {file: _rows_after(trial_dir / file, iteration) for file in ("result.json", "progress.csv")}
+        if not newer and not any(later for _, later in rows.values()):
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        for path in newer:
+            path.rename(target / path.name)
+        for file, (kept, later) in rows.items():
+            if later:
+                write_atomic(target / file, "".join(kept[:1] if file == "progress.csv" else []) + "".join(later))
+                write_atomic(trial_dir / file, "".join(kept))
+        count = max(len(later) for _, later in rows.values())
+        what = [f"{len(newer)} checkpoint(s) ({newer[0].name} to {newer[-1].name})"] if newer else []
+        what += [f"the rows of {count} iteration(s) after it"] if count else []
+        said.append(f"note: {name} continues from its checkpoint of iteration {iteration}, the last one Tune recorded "
+                    f"before the sweep stopped; what it wrote after that, {' and '.join(what)}, would have been written "
+                    f"again over it: moved to {target}")
+    return said
+
+
+def _rows_after(path: Path, iteration: int) -> tuple[list[str], list[str]]:
+    """(the lines of a trial's result.json or progress.csv kept, the lines of iterations after `iteration`); the
+    header of progress.csv is kept. A line that cannot be read is kept."""
+    import csv
+
+    try:
+        lines = path.read_text().splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError):
+        return [], []
+    if path.suffix == ".csv":
+        if not lines:
+            return [], []
+        header = next(csv.reader([lines[0]]), [])
+        if "training_iteration" not in header:
+            return lines, []
+        column = header.index("training_iteration")
+        kept, later = lines[:1], list[str]()
+        for line in lines[1:]:
+            values = next(csv.reader([line]), [])
+            after = len(values) > column and values[column].isdigit() and int(values[column]) > iteration
+            (later if after else kept).append(line)
+        return kept, later
+    kept, later = [], []
+    for line in lines:
+        try:
+            number = json.loads(line).get("training_iteration")
+        except (ValueError, AttributeError):
+            number = None
+        (later if isinstance(number, int) and number > iteration else kept).append(line)
+    return kept, later

@@ -294,9 +294,21 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
             time.sleep(0.5)
         else:
             pytest.fail("the sweep did not checkpoint in time")
+        # Tune saves its state every few seconds and a trial checkpoints every iteration: a kill between two saves
+        # leaves checkpoints newer than the state. Made certain here: the state as it was now is put back after the
+        # kill, once each trial has written 3 more checkpoints.
+        (complete,) = exp.glob("experiment_state-*.json.complete")
+        recorded_then = complete.read_bytes()
+        newest = max(int(p.name.removeprefix("checkpoint_")) for p in exp.glob("*/checkpoint_*"))
+        while time.time() < deadline and len(list(exp.glob(f"*/checkpoint_{newest + 3:06d}"))) < 2:
+            time.sleep(0.2)
     finally:
         _kill_session(proc.pid)  # driver, GCS, raylet and trial workers: like a power cut
         proc.wait(timeout=30)
+    complete.write_bytes(recorded_then)
+    complete.with_name(complete.name.removesuffix(".complete")).write_bytes(recorded_then)
+    # Every complete checkpoint at the kill, by content: none may be written over by the resume.
+    written = {p.relative_to(exp): p.read_bytes() for p in exp.glob("*/checkpoint_*/**/*") if p.is_file()}
     # What Tune recorded as finished is what resume keeps (a trial can have written its last row and been
     # killed before Tune recorded it done: resume then runs its last iteration again from its checkpoint).
     # result.json may also have lost its last buffered lines to the kill.
@@ -322,10 +334,18 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
     assert result.stdout.strip().splitlines()[-1] == str(exp)
     assert (exp / "command.txt").read_text().rstrip().endswith(f"tune resume {target}")
     assert (f"{state_file.name} was cut short" in result.output) == (algorithm == "random")
+    for path, data in written.items():
+        trial, checkpoint, *rest = path.parts
+        moved = list((exp / trial / "not_resumed").glob(f"*/{checkpoint}/{'/'.join(rest)}"))
+        where = moved[0] if moved else exp / path
+        assert where.read_bytes() == data, f"{path} was written over by the resume"
+    set_aside = [line for line in result.output.splitlines() if "would have been written again over it" in line]
+    assert len(set_aside) == 2, result.output
     for result_json in exp.glob("*/result.json"):
         name = result_json.parent.name
         trial_rows = rows(result_json.parent)
         iterations = [r["training_iteration"] for r in trial_rows]
+        assert iterations == sorted(set(iterations)), f"{name}: an iteration twice or out of order: {iterations}"
         assert iterations[-1] == stop
         assert iterations.count(1) <= 1, f"{name} restarted from zero: {iterations}"
         if name not in unfinished:

@@ -761,3 +761,20 @@ def test_status_of_a_stopped_sweep_says_it_is_not_running_and_how_to_continue_it
     finally:
         driver.kill()
         driver.wait()
+
+
+def test_the_rows_after_a_checkpoint_are_split_off_result_json_and_progress_csv(tmp_path):
+    """What `tune resume` moves aside with the checkpoints newer than Tune's state: the rows it would write again.
+    progress.csv keeps its header in both files; a line cut short by the kill stays where it was."""
+    from raytrain.tune.state import _rows_after
+
+    result = tmp_path / "result.json"
+    result.write_text("".join(f'{{"training_iteration": {i}, "x": [1, 2]}}\n' for i in range(1, 6)) + '{"training_it')
+    kept, later = _rows_after(result, 3)
+    assert [line[:25] for line in later] == ['{"training_iteration": 4,', '{"training_iteration": 5,']
+    assert len(kept) == 4 and kept[-1] == '{"training_it'
+    progress = tmp_path / "progress.csv"
+    progress.write_text('a,training_iteration,config/x\n1,1,"[1, 2]"\n1,2,"a,b"\n1,3,x\n')
+    kept, later = _rows_after(progress, 1)
+    assert kept == ["a,training_iteration,config/x\n", '1,1,"[1, 2]"\n'] and later == ['1,2,"a,b"\n', "1,3,x\n"]
+    assert _rows_after(tmp_path / "missing.csv", 1) == ([], [])
