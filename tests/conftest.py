@@ -2,6 +2,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what a value does, never how fast: Hypothesis's default 200 ms deadline per example failed
+# one under load on these shared 2-core machines (test_a_node_address_is_judged_by_meaning, once).
+settings.register_profile("raytrain", deadline=None)
+settings.load_profile("raytrain")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "unit" / "data"

@@ -152,7 +152,7 @@ def this_machine_ip() -> str:
 
 
 class _Section(RefuseBoolsForNumbers):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class DashboardConfig(_Section):
@@ -400,7 +400,7 @@ class NFSConfig(_Section):
     """Where the share is mounted on every node (default: `storage.path`); `storage.path` must be in it."""
     sudo: bool = False
     """Run `mkdir` and `mount` through `sudo -n` (the SSH user is not root and may sudo without a password)."""
-    mount_timeout_s: float = Field(60, gt=0)
+    mount_timeout_s: float = Field(60, gt=0, le=86400)
     """Seconds a mount may take on a node before it counts as failed."""
 
     @field_validator("export")
@@ -469,7 +469,7 @@ class AuthConfig(_Section):
 class ClusterConfig(RefuseBoolsForNumbers):
     """A raytrain cluster: `raytrain cluster up FILE`."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
     name: str
     """Cluster name (letters, digits, `_.-`, not starting with `.` or `-`): names the token and state under ~/.raytrain/clusters/<name>."""
@@ -491,7 +491,7 @@ class ClusterConfig(RefuseBoolsForNumbers):
     """The shared checkpoint directory."""
     auth: AuthConfig = Field(default_factory=AuthConfig)
     """Authentication."""
-    start_timeout_s: float = Field(60, gt=0)
+    start_timeout_s: float = Field(60, gt=0, le=86400)
     """Seconds `up` waits for every node to be alive."""
 
     @field_validator("name")

@@ -49,7 +49,7 @@ def time_limit_seconds(value: str) -> int | None:
 
 
 class _Section(RefuseBoolsForNumbers):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class SlurmAuthConfig(_Section):
@@ -98,7 +98,7 @@ class SlurmConfig(_Section):
     """Extra environment variables for the driver and every Ray process (not RAY_AUTH_*, RAY_ADDRESS, SLURM*, nor a name the job's script uses itself)."""
     head_port: int = Field(6379, gt=0, lt=65536)
     """Ray's GCS port on the first node."""
-    start_timeout_s: float = Field(180, gt=0)
+    start_timeout_s: float = Field(180, gt=0, le=7 * 86400)
     """Seconds the job waits for every node's Ray to be alive before it gives up (naming the missing nodes)."""
     auth: SlurmAuthConfig = Field(default_factory=SlurmAuthConfig)
     """Authentication of the job's Ray."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -128,7 +129,7 @@ def batch_script(cfg: SlurmConfig, job: Job) -> str:
         _assign("HEAD_PORT", cfg.head_port),
         _assign("NUM_GPUS", cfg.gpus_per_node),
         _assign("DEFAULT_CPUS", cfg.cpus_per_node),
-        _assign("START_TIMEOUT_S", f"{cfg.start_timeout_s:g}"),
+        _assign("START_TIMEOUT_S", math.ceil(cfg.start_timeout_s)),  # whole seconds: bash's $(( )) takes integers
         _assign("AUTH_MODE", cfg.auth.mode),
         _assign("STATE_FILE", job.state_file or ""),
         _array("START", job.start),
@@ -254,7 +255,7 @@ srun --nodes=1 --ntasks=1 --nodelist="$HEAD" \
 RAY_STEPS+=($!)
 
 # Workers join once the head's GCS accepts connections.
-deadline=$((SECONDS + ${START_TIMEOUT_S%.*}))
+deadline=$((SECONDS + START_TIMEOUT_S))
 until (exec 3<>"/dev/tcp/$HEAD_IP/$HEAD_PORT") 2>/dev/null; do
     if [ "$SECONDS" -ge "$deadline" ] || ! kill -0 "${RAY_STEPS[0]}" 2>/dev/null; then
         say "Ray's head on $HEAD did not come up at $ADDRESS (see the lines above)"; exit 1

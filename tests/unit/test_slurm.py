@@ -57,6 +57,10 @@ BAD = [
     ("env: {IFS: ':'}\n", 2, "env", "['IFS']: the job's script uses these names itself"),
     ("env: {SLURM_JOB_ID: '1'}\n", 2, "env", "['SLURM_JOB_ID']: the job's script uses these names itself"),
     ("env: {BASH_ENV: /tmp/x}\n", 2, "env", "or Slurm or bash sets them: choose other names"),
+    # `.inf` made the script give up on the head at once; 1e20 made bash's $(( )) end the script
+    ("start_timeout_s: .inf\n", 2, "start_timeout_s", "Input should be a finite number"),
+    ("start_timeout_s: 1e20\n", 2, "start_timeout_s", "less than or equal to 604800"),
+    ("nodes: 1\ngpus_per_node: .nan\n", 3, "gpus_per_node", "finite number"),
     ("venv: relative/venv\n", 2, "venv", "absolute path"),
     ("python: \"/usr/bin/python\\n3\"\n", 2, "python", "control characters"),
     ("nodez: 3\n", 2, "nodez", "nodes"),
@@ -281,6 +285,14 @@ def test_an_unwritable_storage_path_of_the_slurm_file_is_said_at_its_line(files,
     typed = runner.invoke(app, [command, str(target), "--slurm", str(slurm("nodes: 1\n")), "--dry-run", "--set",
                                 f"{'checkpoint' if command == 'tune' else 'experiment'}.storage_path=/proc/typed"])
     assert typed.exit_code == 2 and "error: --set " in typed.output, typed.output
+
+
+def test_a_start_timeout_reaches_the_script_as_whole_seconds(files):
+    """`0.5` gave a deadline of now (bash's $(( )) took `${START_TIMEOUT_S%.*}`, 0): the job gave up on the head."""
+    _, slurm, _ = files
+    cfg = load_slurm(slurm("nodes: 1\nstart_timeout_s: 0.5\n"))
+    text = batch_script(cfg, Job(kind="tune", name="x", folder="/tmp/x", start=["tune"]))
+    assert "\nSTART_TIMEOUT_S=1\n" in text and "deadline=$((SECONDS + START_TIMEOUT_S))" in text
 
 
 def test_every_variable_of_the_batch_script_is_refused_in_env(files):
