@@ -333,6 +333,7 @@ def exports_line(cfg: ClusterConfig, export: str | None = None, options: str | N
 NODES_SCRIPT = (
     "import json, os, socket, sys\n"
     "host, port = os.environ[\"RAY_ADDRESS\"].rsplit(\":\", 1)\n"
+    "host = host[1:-1] if host.startswith(\"[\") else host  # an IPv6 head: [2001:db8::10]:6379\n"
     "try:\n    socket.create_connection((host, int(port)), timeout=3).close()\n"
     "except OSError as e:\n    print(json.dumps(None)); sys.exit(0)\n"
     "try:\n"

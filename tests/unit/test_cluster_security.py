@@ -8,6 +8,7 @@ Commands here really run (bash, ssh, nfs/server.sh); nothing connects anywhere.
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -682,3 +683,24 @@ def test_status_exits_1_unless_every_node_of_the_file_is_alive(write_yaml):
     st = lifecycle.status(cfg, DryRunner(cfg.ssh), known=partly, versions=[{}] * 3)
     assert lifecycle.not_up(cfg, st, "c.yaml") == ("cluster x is not up: 1 of its 3 nodes alive (m8 dead, m9 not joined): "
                                                    "`raytrain cluster up c.yaml` starts the missing ones")
+
+
+@pytest.mark.parametrize("family, host", [(socket.AF_INET6, "::1"), (socket.AF_INET, "127.0.0.1")])
+def test_the_node_listing_reaches_a_head_at_an_ipv6_address(tmp_path, family, host):
+    """`[2001:db8::10]:6379` was split into the host `[2001:db8::10]`, which no connection resolves: status said the
+    head was down and `up` waited until it timed out. Here Ray itself is a stub (its GcsClient import fails, so the
+    script asks the stub's ray.nodes())."""
+    from raytrain.cluster.plan import NODES_SCRIPT
+
+    stub = tmp_path / "stub" / "ray"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("def init(**kwargs): pass\n"
+                                      "def nodes(): return [{'NodeManagerAddress': 'h', 'Alive': True}]\n")
+    with socket.socket(family) as server:
+        server.bind((host, 0))
+        server.listen()
+        port = server.getsockname()[1]
+        address = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+        ran = subprocess.run([sys.executable, "-c", NODES_SCRIPT], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "RAY_ADDRESS": address, "PYTHONPATH": str(tmp_path / "stub")})
+    assert json.loads(ran.stdout) == [{"ip": "h", "alive": True, "resources": {}, "hostname": None}], ran.stderr
