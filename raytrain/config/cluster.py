@@ -385,6 +385,39 @@ class PortsConfig(_Section):
 OPTIONS_RE = re.compile(r"^[A-Za-z0-9_=.,:/+-]+$")
 
 
+_SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+                   "/sys", "/usr")
+"""The system's own folders: no share is mounted in them."""
+_SYSTEM_TOPS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var", "/var/lib", "/var/log")
+"""Folders a share mounted at would hide what they hold (a share goes in a folder of its own below them)."""
+
+
+def plain_path(value: str) -> str:
+    """`value` when it is one path written plainly (no `..`, `.` or `//`: `/nfsroot/../etc` was mounted over /etc).
+    Raises ValueError."""
+    plain = posixpath.normpath(value)
+    if plain.startswith("//"):
+        plain = "/" + plain.lstrip("/")
+    if value.rstrip("/") != plain.rstrip("/") or (value != "/" and value.endswith("//")):
+        raise ValueError(f"{value} is not written plainly ({plain} is what it names): write {plain}")
+    return value
+
+
+def system_folder(path: str) -> str | None:
+    """Why no share may be mounted at `path` (a plain path): / or a folder of the system's own; else None."""
+    if path in _SYSTEM_TOPS or path in _SYSTEM_FOLDERS or path.startswith(tuple(f + "/" for f in _SYSTEM_FOLDERS)):
+        return (f"{path} is a folder of the system's own: the share mounted there would hide what it holds on every "
+                "node; mount it at a folder of its own, e.g. /mnt/raytrain or /shared/raytrain")
+    return None
+
+
+def _mount_point(value: str) -> str:
+    plain_path(value)
+    if (problem := system_folder(value.rstrip("/") or "/")) is not None:
+        raise ValueError(problem)
+    return value
+
+
 class NFSConfig(_Section):
     """An NFS share that `raytrain cluster up` mounts on every node where it is not mounted yet."""
 
@@ -396,7 +429,7 @@ class NFSConfig(_Section):
     """Mount options (`mount -t nfs -o OPTIONS`)."""
     export_options: str = "rw,sync,no_subtree_check,no_root_squash"
     """Options of each node in the server's /etc/exports line (`raytrain nfs exports`)."""
-    mount_point: AbsolutePath | None = None
+    mount_point: Annotated[AbsolutePath, AfterValidator(_mount_point)] | None = None
     """Where the share is mounted on every node (default: `storage.path`); `storage.path` must be in it."""
     sudo: bool = False
     """Run `mkdir` and `mount` through `sudo -n` (the SSH user is not root and may sudo without a password)."""
@@ -417,6 +450,9 @@ class NFSConfig(_Section):
         inner = value[1:-1] if value.startswith("[") and value.endswith("]") else None
         if inner is not None and isinstance(ip_address(inner), ipaddress.IPv6Address):
             return value
+        if isinstance(ip_address(value), ipaddress.IPv6Address):
+            # `2001:db8::1:/nfsroot` is no share mount reads (its last `:` is taken as part of the address)
+            raise ValueError(f"an IPv6 address is written in brackets here: [{value}] (the share is [{value}]:EXPORT)")
         try:
             return check_hostname_or_ip(value)
         except ValueError:
@@ -437,6 +473,11 @@ class StorageConfig(_Section):
     """Absolute path of the shared (NFS) directory, the same on every node. It must exist (with `nfs`, `up` creates it on the share)."""
     nfs: NFSConfig | None = None
     """The NFS share to mount at `path` (or `nfs.mount_point`) on every node; without it, mounting is up to you."""
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return None if value is None else plain_path(value)
 
     @model_validator(mode="after")
     def _nfs_needs_path(self) -> StorageConfig:
@@ -528,13 +569,18 @@ class ClusterConfig(RefuseBoolsForNumbers):
         seen: dict[object, str] = {}
         for node in self.nodes:
             # By meaning: ::1 and 0:0:0:0:0:0:0:1 are one address.
-            key = ip_address(node.ip) or node.ip.lower()
+            # ::ffff:192.168.1.10 is 192.168.1.10
+            found = ip_address(node.ip)
+            key = (getattr(found, "ipv4_mapped", None) or found) or node.ip.lower()
             if key in seen:
                 field = "address" if node.address else "host"
                 out.append((where[id(node)] + (field,), f"{node.node_name} has the same address as {seen[key]} "
                             f"({node.ip}): every node needs its own (`address:`)"))
             seen.setdefault(key, node.node_name)
         out += self._unreachable_addresses(where)
+        if self.storage.nfs is not None and self.storage.nfs.mount_point is None and self.storage.path is not None:
+            if (problem := system_folder(self.storage.path.rstrip("/") or "/")) is not None:  # mounted at the path
+                out.append((("storage", "path"), f"{problem} (or set storage.nfs.mount_point, with storage.path in it)"))
         low, high = self.ports.worker_range
         pinned = "" if self.ports.min_worker_port or self.ports.max_worker_port else " (Ray's default)"
         for node in self.nodes:

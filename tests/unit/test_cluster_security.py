@@ -87,6 +87,19 @@ def test_node_values_refused(write_yaml, head, expected):
         ("env: {RAY_AUTH_TOKEN_PATH: /tmp/t, OMP_NUM_THREADS: '1'}", "env: ['RAY_AUTH_TOKEN_PATH']: set by raytrain"),
         ("env: {RAY_ADDRESS: '10.0.0.1:6379'}", "env: ['RAY_ADDRESS']: set by raytrain itself"),
         ("start_timeout_s: .inf", "c.yaml:3: start_timeout_s: Input should be a finite number (got inf)"),
+        # mounted over /etc, or over / on every node
+        ("storage: {path: /nfsroot/../etc, nfs: {server: nas, export: /nfsroot}}",
+         "c.yaml:3: storage.path: /nfsroot/../etc is not written plainly (/etc is what it names): write /etc"),
+        ("storage: {path: /raytrain, nfs: {server: nas, export: /, mount_point: /}}",
+         "c.yaml:3: storage.nfs.mount_point: / is a folder of the system's own: the share mounted there would hide "
+         "what it holds on every node; mount it at a folder of its own, e.g. /mnt/raytrain or /shared/raytrain"),
+        ("storage: {path: /usr/lib/ckpt, nfs: {server: nas, export: /n}}", "c.yaml:3: storage.path: /usr/lib/ckpt is a "
+         "folder of the system's own"),
+        ("storage: {path: /home/, nfs: {server: nas, export: /n}}", "storage.path: /home is a folder of the system's own"),
+        ("storage: {path: /a/./b}", "storage.path: /a/./b is not written plainly (/a/b is what it names)"),
+        ("storage: {path: /n, nfs: {server: '2001:db8::1', export: /n}}",
+         "storage.nfs.server: an IPv6 address is written in brackets here: [2001:db8::1] (the share is "
+         "[2001:db8::1]:EXPORT)"),
         ("storage: {path: /n, nfs: {server: nas, export: /n, mount_timeout_s: .nan}}",
          "storage.nfs.mount_timeout_s: Input should be a finite number"),
         ("storage: {path: '~/ckpt'}", "storage.path: must be an absolute path (starting with /)"),
@@ -704,3 +717,9 @@ def test_the_node_listing_reaches_a_head_at_an_ipv6_address(tmp_path, family, ho
         ran = subprocess.run([sys.executable, "-c", NODES_SCRIPT], capture_output=True, text=True, timeout=60,
                              env={**os.environ, "RAY_ADDRESS": address, "PYTHONPATH": str(tmp_path / "stub")})
     assert json.loads(ran.stdout) == [{"ip": "h", "alive": True, "resources": {}, "hostname": None}], ran.stderr
+
+
+def test_an_ipv4_address_written_as_ipv6_is_the_same_address(write_yaml):
+    """::ffff:192.168.1.10 is 192.168.1.10: two nodes at it were accepted."""
+    text = "name: x\nhead: {host: m10, address: 192.168.1.10}\nworkers: [{host: m8, address: '::ffff:192.168.1.10'}]\n"
+    assert "c.yaml:3: workers.0.address: m8 has the same address as m10 (::ffff:192.168.1.10)" in refused(write_yaml, text)
