@@ -9,7 +9,9 @@ def free_port(host: str = "127.0.0.1") -> int:
     It is free once returned, so another process could take it before the test uses it; the kernel does not
     hand the same ephemeral port out again at once, so on a test machine that is rare.
     """
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
+    while True:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port: int = s.getsockname()[1]
+        if port != 52365:  # Ray's default dashboard agent port: a cluster file may not pin another port there
+            return port

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from raytrain.config.yaml_bools import RefuseBoolsForNumbers
 
@@ -344,6 +344,8 @@ def _port() -> Any:
 
 # Ray's own worker port range when `ports:` pins neither end.
 DEFAULT_WORKER_PORTS = (10002, 19999)
+RAY_DEFAULT_PORTS = {"dashboard_agent_listen_port": 52365, "ray_client_server_port": 10001}
+"""The ports `ray start` binds where they are not pinned (the others it picks at random)."""
 
 
 class PortsConfig(_Section):
@@ -373,11 +375,19 @@ class PortsConfig(_Section):
         """(lowest, highest) worker port, Ray's defaults where not pinned."""
         return (self.min_worker_port or DEFAULT_WORKER_PORTS[0], self.max_worker_port or DEFAULT_WORKER_PORTS[1])
 
+    @field_validator("min_worker_port", "max_worker_port", "ray_client_server_port", "runtime_env_agent_port")
+    @classmethod
+    def _unprivileged(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value < 1024:  # `ray start` refused it with a traceback, once the head was starting
+            raise ValueError(f"Ray takes {info.field_name} from 1024 to 65535 (its `ray start` refuses a lower one)")
+        return value
+
     @model_validator(mode="after")
     def _range(self) -> PortsConfig:
         low, high = self.worker_range
-        if low > high:
-            raise ValueError(f"the worker port range is empty: min_worker_port {low} > max_worker_port {high}")
+        if low >= high:  # Ray: "max_worker_port must be higher than min_worker_port"
+            raise ValueError(f"the worker port range is empty: min_worker_port {low} {'>' if low > high else '='} "
+                             f"max_worker_port {high} (Ray takes a max_worker_port higher than min_worker_port)")
         return self
 
 
@@ -584,7 +594,15 @@ class ClusterConfig(RefuseBoolsForNumbers):
         low, high = self.ports.worker_range
         pinned = "" if self.ports.min_worker_port or self.ports.max_worker_port else " (Ray's default)"
         for node in self.nodes:
-            by_port: dict[int, str] = {}
+            # What Ray binds where a port is not pinned, and refuses to share (RayParams: "Ray component client_server
+            # is trying to use a port number 10001 that is used by other components"), once `ray start` runs.
+            by_port: dict[int, str] = {port: f"Ray's default port of ports.{key}, which is not pinned"
+                                       for key, port in self._ray_defaults(node)}
+            for key, port in self._ray_defaults(node):
+                if low <= port <= high and pinned == "":
+                    out.append((("ports", "max_worker_port" if self.ports.max_worker_port else "min_worker_port"),
+                                f"the worker port range {low}-{high} holds {port}, Ray's default port of ports.{key} "
+                                f"on {node.node_name}: move the range, or pin ports.{key} outside it"))
             for what, port in self.node_ports(node).items():
                 keys = tuple(what.split("."))
                 if port in by_port:
@@ -630,6 +648,13 @@ class ClusterConfig(RefuseBoolsForNumbers):
                 f"{node.ip} is {what}, not one at which other machines reach {who}: give {who}'s address on the "
                 "network the nodes share (e.g. 192.168.1.10)")))
         return out
+
+    def _ray_defaults(self, node: NodeConfig) -> list[tuple[str, int]]:
+        """(key of `ports:`, port) of each fixed port Ray binds on `node` where `ports:` does not pin it."""
+        defaults = [("dashboard_agent_listen_port", RAY_DEFAULT_PORTS["dashboard_agent_listen_port"])]
+        if node is self.head:
+            defaults.append(("ray_client_server_port", RAY_DEFAULT_PORTS["ray_client_server_port"]))
+        return [(key, port) for key, port in defaults if getattr(self.ports, key) is None]
 
     def node_ports(self, node: NodeConfig) -> dict[str, int]:
         """The fixed ports `ray start` binds on `node`, by dotted field name."""

@@ -362,6 +362,21 @@ def test_ports_out_of_range(write_yaml, field, port):
          "head.dashboard.port: 8265 is inside the worker port range 8000-9000 on m10"),
         ("head: {host: m10, port: 12000}",
          "head.port: 12000 is inside the worker port range 10002-19999 (Ray's default) on m10"),
+        # Ray's own rules, which `ray start` enforced with a traceback once `up` ran (exit 1, a folder written)
+        ("head: {host: m10, port: 10001}", "c.yaml:2: head.port: head.port 10001 is also Ray's default port of "
+         "ports.ray_client_server_port, which is not pinned on m10: every port of a node must differ"),
+        ("head: {host: m10}\nworkers: [{host: m8, address: 10.0.0.8}]\nports: {node_manager_port: 52365}",
+         "ports.node_manager_port: ports.node_manager_port 52365 is also Ray's default port of "
+         "ports.dashboard_agent_listen_port, which is not pinned on m10"),
+        ("head: {host: m10}\nports: {min_worker_port: 10000, max_worker_port: 11000}",
+         "c.yaml:3: ports.max_worker_port: the worker port range 10000-11000 holds 10001, Ray's default port of "
+         "ports.ray_client_server_port on m10: move the range, or pin ports.ray_client_server_port outside it"),
+        ("head: {host: m10}\nports: {min_worker_port: 100, max_worker_port: 2000}",
+         "ports.min_worker_port: Ray takes min_worker_port from 1024 to 65535 (its `ray start` refuses a lower one)"),
+        ("head: {host: m10}\nports: {ray_client_server_port: 80}", "ports.ray_client_server_port: Ray takes"),
+        ("head: {host: m10}\nports: {min_worker_port: 20000, max_worker_port: 20000}",
+         "ports: the worker port range is empty: min_worker_port 20000 = max_worker_port 20000 (Ray takes a "
+         "max_worker_port higher than min_worker_port)"),
         ("head: {host: m10}\nports: {min_worker_port: 20000, max_worker_port: 10002}",
          "c.yaml:3: ports: the worker port range is empty: min_worker_port 20000 > max_worker_port 10002"),
         ("head: {host: m10}\nports: {min_worker_port: 30000}",
