@@ -29,7 +29,55 @@ OWNED_OPTIONS = {
     "error": "(the job's log goes to the experiment folder)", "requeue": "requeue", "no-requeue": "requeue",
     "signal": "signal_grace_s", "chdir": "(the job runs in the experiment folder)",
     "no-kill": "(always set: a failed worker node leaves the job running on the others)",
+    "open-mode": "(append: a requeued job adds to the same log)", "parsable": "(when it submits)",
 }
+
+BREAKING_OPTIONS = {
+    "export": "the job's steps need the environment raytrain gives them (RAY_AUTH_*, PATH): set variables with `env:`",
+    "array": "one job drives one experiment: an array would start as many drivers on the same folder; submit each sweep "
+             "on its own",
+    "test-only": "nothing would be queued, and raytrain would record a job that never runs: `--dry-run` shows the job",
+    "wrap": "raytrain submits its own batch script",
+    "wait": "sbatch would not return until the job ends",
+    "cpus-per-gpu": "it conflicts with --cpus-per-task, which raytrain writes (set cpus_per_node)",
+    "uid": "the job would run as another user, who cannot read the cluster's token",
+    "gid": "the job would run with another group, which cannot read the cluster's token",
+}
+"""Options whose job raytrain's script cannot run, and why."""
+
+SBATCH_OPTIONS = frozenset("""
+account acctg-freq array batch bb bbf begin chdir cluster-constraint clusters comment constraint container
+container-id contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu cpus-per-task deadline delay-boot dependency
+distribution error exclude exclusive export export-file extra extra-node-info get-user-env gid gpu-bind gpu-freq gpus
+gpus-per-node gpus-per-socket gpus-per-task gres gres-flags help hint hold ignore-pbs input job-name kill-on-invalid-dep
+licenses mail-type mail-user mcs-label mem mem-bind mem-per-cpu mem-per-gpu mincpus network nice no-kill no-requeue
+nodefile nodelist nodes ntasks ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket open-mode output
+overcommit oversubscribe parsable partition power prefer priority profile propagate qos quiet reboot requeue
+reservation segment signal sockets-per-node spread-job switches test-only thread-spec threads-per-core time time-min
+tmp tres-bind tres-per-task uid usage use-min-nodes verbose version wait wait-all-nodes wckey wrap
+""".split())
+"""sbatch's long options (Slurm 23-24). sbatch also takes a prefix of one (getopt_long), and a few other names."""
+
+SBATCH_ALIASES = {"tasks-per-node": "ntasks-per-node", "workdir": "chdir"}
+"""Other names sbatch takes for an option (--workdir: Slurm before 17.11)."""
+
+
+def sbatch_option(name: str) -> str:
+    """The sbatch option `--name` is, as sbatch reads it: itself, or the option an alias stands for.
+
+    Raises:
+        ValueError: `name` is an abbreviation sbatch would take for an option (`--outp` is --output): every
+            check of the options raytrain writes itself was passed by one.
+    """
+    if name in SBATCH_OPTIONS:
+        return name
+    if name in SBATCH_ALIASES:
+        return SBATCH_ALIASES[name]
+    begun = sorted(option for option in SBATCH_OPTIONS | set(SBATCH_ALIASES) if option.startswith(name))
+    if begun:
+        what = f"--{begun[0]}" if len(begun) == 1 else "one of " + ", ".join(f"--{o}" for o in begun)
+        raise ValueError(f"--{name} is an abbreviation, which sbatch takes for {what}: write the whole option name")
+    return name  # an option of a newer Slurm: sbatch itself refuses a name it does not know
 
 
 def time_limit_seconds(value: str) -> int | None:
@@ -149,11 +197,19 @@ class SlurmConfig(_Section):
             if not _SBATCH_OPTION.fullmatch(option):
                 raise ValueError(f"{option!r}: must be `--option` or `--option=value` with a long option name and a value "
                                  "of letters, digits and `_.,:/@%+=-` (no spaces or quotes)")
-            key = option[2:].split("=", 1)[0]
+            given = option[2:].split("=", 1)[0]
+            try:
+                key = sbatch_option(given)
+            except ValueError as exc:
+                raise ValueError(f"{option!r}: {exc}") from None
+            named = f"--{key}" if key == given else f"--{key} (--{given} is sbatch's other name for it)"
             if key in OWNED_OPTIONS:
                 field = OWNED_OPTIONS[key]
                 hint = f"set `{field}` instead" if not field.startswith("(") else f"raytrain sets it {field}"
-                raise ValueError(f"{option!r}: raytrain writes --{key} itself; {hint}")
+                raise ValueError(f"{option!r}: raytrain writes {named} itself; {hint}")
+            if key in BREAKING_OPTIONS:
+                raise ValueError(f"{option!r}: a job with {named} cannot run raytrain's batch script: "
+                                 f"{BREAKING_OPTIONS[key]}")
         return value
 
     @field_validator("storage_path")

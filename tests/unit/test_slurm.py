@@ -49,6 +49,16 @@ BAD = [
     ("extra_sbatch: ['--comment=a b']\n", 2, "extra_sbatch", "no spaces or quotes"),
     ("extra_sbatch: ['#SBATCH --mem=1G']\n", 2, "extra_sbatch", "give the option only"),
     ("extra_sbatch: ['--no-kill']\n", 2, "extra_sbatch", "raytrain writes --no-kill itself"),
+    # sbatch takes an abbreviation or another name for an option: each passed the check of raytrain's own
+    ("extra_sbatch: ['--outp=/etc/x']\n", 2, "extra_sbatch", "--outp is an abbreviation, which sbatch takes for "
+     "--output: write the whole option name"),
+    ("extra_sbatch: ['--sig=KILL@1']\n", 2, "extra_sbatch", "which sbatch takes for --signal"),
+    ("extra_sbatch: ['--tasks-per-node=4']\n", 2, "extra_sbatch", "raytrain writes --ntasks-per-node (--tasks-per-node "
+     "is sbatch's other name for it) itself"),
+    ("extra_sbatch: ['--open-mode=truncate']\n", 2, "extra_sbatch", "raytrain writes --open-mode itself"),
+    ("extra_sbatch: ['--export=NONE']\n", 2, "extra_sbatch", "a job with --export cannot run raytrain's batch script"),
+    ("extra_sbatch: ['--array=1-100']\n", 2, "extra_sbatch", "an array would start as many drivers"),
+    ("extra_sbatch: ['--test-only']\n", 2, "extra_sbatch", "raytrain would record a job that never runs"),
     ("env: {'A-B': x}\n", 2, "env", "variable names"),
     ("env: {RAY_AUTH_MODE: disabled}\n", 2, "env", "set by raytrain itself"),
     # exported after the script's values, each replaced the script's own: AUTH_MODE turned token auth off
@@ -285,6 +295,21 @@ def test_an_unwritable_storage_path_of_the_slurm_file_is_said_at_its_line(files,
     typed = runner.invoke(app, [command, str(target), "--slurm", str(slurm("nodes: 1\n")), "--dry-run", "--set",
                                 f"{'checkpoint' if command == 'tune' else 'experiment'}.storage_path=/proc/typed"])
     assert typed.exit_code == 2 and "error: --set " in typed.output, typed.output
+
+
+def test_every_abbreviation_of_an_option_raytrain_writes_is_refused():
+    """sbatch reads `--outp` as --output (getopt_long takes any prefix of one option): each is refused, and the
+    options raytrain does not write pass, whole."""
+    from raytrain.config.slurm import OWNED_OPTIONS, SBATCH_OPTIONS
+
+    for option in OWNED_OPTIONS:
+        for end in range(2, len(option) + 1):
+            with pytest.raises(ValueError):
+                SlurmConfig.model_validate({"extra_sbatch": [f"--{option[:end]}=1"]}, context={"fields_only": True})
+    free = SBATCH_OPTIONS - set(OWNED_OPTIONS) - {"export", "array", "test-only", "wrap", "wait", "cpus-per-gpu", "uid",
+                                                  "gid"}
+    cfg = SlurmConfig.model_validate({"extra_sbatch": [f"--{o}" for o in sorted(free)]}, context={"fields_only": True})
+    assert len(cfg.extra_sbatch) == len(free) > 70
 
 
 def test_a_start_timeout_reaches_the_script_as_whole_seconds(files):
