@@ -115,5 +115,7 @@ class Algorithm:
         return None
 
     def search_alg(self, loaded: LoadedSweep) -> Spec:
-        """Its search algorithm as plan data."""
-        return BASIC_SEARCH.spec({"random_state": loaded.sweep.search.seed})
+        """Its search algorithm as plan data. Tune's BasicVariantGenerator limits how many trials run at once itself
+        (`max_concurrent`): Tune ignores TuneConfig's max_concurrent_trials beside one, with a log line alone."""
+        limit = loaded.sweep.search.max_concurrent_trials
+        return BASIC_SEARCH.spec({"random_state": loaded.sweep.search.seed, **({"max_concurrent": limit} if limit else {})})

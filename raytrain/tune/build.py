@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from raytrain.config.sweep_load import LoadedSweep
 from raytrain.errors import ConfigError, ConfigIssue
 from raytrain.sweeps import ALGORITHMS, TUNE_CLASSES, trial_overrides
-from raytrain.sweeps.base import KeyPath, Spec
+from raytrain.sweeps.base import BASIC_SEARCH, KeyPath, Spec
 from raytrain.sweeps.pbt import ExploreAdapter  # noqa: F401  (the tuner.pkl of older PBT sweeps names it here)
 from raytrain.sweeps.space import domain, domain_spec, grid_size
 from raytrain.tune import TRIAL_KEY, escape_keys
@@ -330,7 +330,8 @@ def build(plan_: Plan, callbacks: list[Any] | None = None) -> Any:
             metric=tc["metric"],
             mode=tc["mode"],
             num_samples=tc["num_samples"],
-            max_concurrent_trials=tc["max_concurrent_trials"],
+            # a BasicVariantGenerator takes the limit itself (Tune ignores this one beside it)
+            max_concurrent_trials=None if plan_["search_alg"]["class"] == BASIC_SEARCH.name else tc["max_concurrent_trials"],
             time_budget_s=tc["time_budget_s"],
             reuse_actors=tc["reuse_actors"],
             scheduler=build_scheduler(plan_["scheduler"]),

@@ -1148,3 +1148,27 @@ def test_a_searched_setting_that_no_trial_reads_is_warned_of(tmp_path, sweep_fil
     assert said == [f"warning: {path}:{line}: {key}: is searched, and no trial reads it: it has no effect with "
                     "training.use_kl_loss: false (no KL term in the loss): set use_kl_loss: true, or leave it out; "
                     "the sweep would rank noise"], said
+
+
+@pytest.mark.parametrize("algorithm", ["random", "grid", "pbt", "asha", "optuna"])
+def test_max_concurrent_trials_limits_the_trials_that_run_at_once(sweep_file, algorithm):
+    """Tune ignores TuneConfig's max_concurrent_trials beside a BasicVariantGenerator (a log line alone): a probe's
+    3 trials with max_concurrent_trials: 2 all ran at once. The generator takes the limit itself; Optuna's
+    searcher gets Tune's ConcurrencyLimiter from the TuneConfig."""
+    sections = {
+        "random": "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n",
+        "grid": "space: {training.lr: {distribution: grid, values: [0.001, 0.01, 0.0001]}}\n",
+        "pbt": "pbt: {hyperparam_mutations: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}}\n",
+        "asha": "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n",
+        "optuna": "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.01}}\n",
+    }
+    path = sweep_file(f"name: c\nsearch: {{algorithm: {algorithm}, num_samples: 3, max_concurrent_trials: 2}}\n"
+                      + sections[algorithm])
+    p = plan(load_sweep(path))
+    if algorithm == "optuna":
+        assert p["tune_config"]["max_concurrent_trials"] == 2 and p["search_alg"]["class"] != "BasicVariantGenerator"
+        return
+    assert build_search(p["search_alg"]).max_concurrent == 2
+    unlimited = plan(load_sweep(sweep_file(f"name: c\nsearch: {{algorithm: {algorithm}, num_samples: 3}}\n"
+                                           + sections[algorithm])))
+    assert build_search(unlimited["search_alg"]).max_concurrent == 0  # Tune's "no limit"
