@@ -194,6 +194,12 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
                              f"`raytrain slurm cancel {active[0]}` first")
         notices.append(f"notice: {exp} holds this sweep already: the job resumes it (finished trials stay done)")
     else:
+        active = _running_jobs(exp)
+        if active:
+            # Submitted before and still queued (or just starting): its driver has not written Tune's state yet
+            raise UsageError(f"job {', '.join(active)} is queued or running for the sweep in {exp}, and has not "
+                             f"started its trials yet: wait for it, or `raytrain slurm cancel {active[0]}` first; to run "
+                             "a second sweep beside it, give this one another name (--name NEW_NAME)")
         moved = loaded.take_free_name()
         if moved:
             notices.append(moved)

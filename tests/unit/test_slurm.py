@@ -430,6 +430,29 @@ def _values(script: str) -> dict[str, list[str]]:
     return {"dirs": dirs.split("\0")[:-1], "start": start.split("\0")[:-1]}
 
 
+def test_a_sweep_submitted_again_while_its_job_is_queued_is_refused(files, monkeypatch):
+    """The first job was PENDING and had not written tuner.pkl: the second submission went to `s_2` with a new
+    job, two sweeps of one file. Once the queued job has ended, the folder is taken as before (`s_2`)."""
+    from raytrain.slurm import jobs
+
+    sweep, slurm, tmp_path = files
+    exp = tmp_path / "results" / "s"
+    exp.mkdir(parents=True)
+    (exp / "slurm_job.sh").write_text("#!/bin/bash\n")
+    (exp / "slurm_jobs.txt").write_text("4242 2026-12-01T21:00:00\n")
+    state = {"state": "PENDING"}
+    monkeypatch.setattr(jobs, "status", lambda job_id: dict(state, id=job_id))
+    path = slurm("nodes: 1\n")
+    result = runner.invoke(app, ["tune", str(sweep), "--slurm", str(path), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert (f"job 4242 is queued or running for the sweep in {exp}, and has not started its trials yet: wait for it, "
+            "or `raytrain slurm cancel 4242` first") in " ".join(result.output.split()), result.output
+    assert sorted(p.name for p in exp.parent.iterdir()) == ["s"]
+    state["state"] = "CANCELLED"
+    result = runner.invoke(app, ["tune", str(sweep), "--slurm", str(path), "--dry-run"])
+    assert result.exit_code == 0 and "s_2" in result.output, result.output
+
+
 def test_train_job_gets_its_run_folder_at_submit_time(files):
     """`train --slurm`: the run folder is named when submitting; the script, its log and the driver all use it."""
     _, slurm, tmp_path = files
