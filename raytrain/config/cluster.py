@@ -558,15 +558,11 @@ class ClusterConfig(RefuseBoolsForNumbers):
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         return check_env(value)
 
-    @model_validator(mode="after")
-    def _checks(self) -> ClusterConfig:
-        if self.python and self.venv:
-            raise ValueError("give `python` or `venv`, not both")
-        return self
-
     def problems(self) -> list[tuple[tuple[str | int, ...], str]]:
         """What the schema alone cannot see, as (key path, message): shared addresses, colliding ports."""
         out: list[tuple[tuple[str | int, ...], str]] = []
+        if self.python and self.venv:
+            out.append((("venv",), "give `python` or `venv`, not both (venv sets python to VENV/bin/python)"))
         where: dict[int, tuple[str | int, ...]] = {id(self.head): ("head",), **{id(w): ("workers", i) for i, w in enumerate(self.workers)}}
         named: dict[str, str] = {}
         for node in self.nodes:

@@ -87,6 +87,8 @@ def test_node_values_refused(write_yaml, head, expected):
         ("env: {RAY_AUTH_TOKEN_PATH: /tmp/t, OMP_NUM_THREADS: '1'}", "env: ['RAY_AUTH_TOKEN_PATH']: set by raytrain"),
         ("env: {RAY_ADDRESS: '10.0.0.1:6379'}", "env: ['RAY_ADDRESS']: set by raytrain itself"),
         ("start_timeout_s: .inf", "c.yaml:3: start_timeout_s: Input should be a finite number (got inf)"),
+        # said at the file alone, without a line
+        ("python: /usr/bin/python3\nvenv: /opt/venv", "c.yaml:4: venv: give `python` or `venv`, not both"),
         # mounted over /etc, or over / on every node
         ("storage: {path: /nfsroot/../etc, nfs: {server: nas, export: /nfsroot}}",
          "c.yaml:3: storage.path: /nfsroot/../etc is not written plainly (/etc is what it names): write /etc"),
