@@ -7,6 +7,7 @@ answers like a stopped cluster that passes every check, and the code reading the
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import platform
 import posixpath
@@ -378,11 +379,19 @@ def ports_to_check(cfg: ClusterConfig, node: NodeConfig) -> list[int]:
     return list(dict.fromkeys(wanted))
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # the schema takes only addresses
+        return False
+
+
 def firewall_ports(cfg: ClusterConfig) -> list[tuple[str, str]]:
     """(port or range, what) pairs to open between the nodes."""
     p = cfg.ports
     out = [(str(cfg.head.port), "GCS (head)")]
-    if cfg.head.dashboard.enabled:
+    if cfg.head.dashboard.enabled and not _loopback(cfg.head.dashboard.host):
+        # on a loopback address no other machine reaches it (`raytrain cluster dashboard` forwards it over SSH)
         out.append((str(cfg.head.dashboard.port), f"dashboard (head, listening on {cfg.head.dashboard.host})"))
     # Unpinned, Ray picks a random free port, except for these two fixed defaults.
     ray_defaults = {"dashboard_agent_listen_port": "52365 (Ray's default)", "ray_client_server_port": "10001 (Ray's default)"}

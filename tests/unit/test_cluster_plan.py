@@ -341,3 +341,13 @@ def test_the_stop_after_a_failed_start_holds_none_of_the_words_ray_stop_looks_fo
     assert [word for word in in_command_lines if word in command] == []
     assert "ray::" not in command  # by process name on Linux, by command line on macOS
     compile(plan.STOP_STARTED, "stop_started", "exec")
+
+
+@pytest.mark.parametrize(("host", "listed"), [("127.0.0.1", False), ("::1", False),
+                                              ("0.0.0.0", True), ("192.168.1.10", True)])
+def test_a_dashboard_on_loopback_is_no_port_to_open(write_yaml, host, listed):
+    """No other machine reaches it there (`raytrain cluster dashboard` forwards it over SSH): it was listed as a
+    port to open between the nodes."""
+    cfg = load_cluster(write_yaml(f"name: x\nhead: {{host: m10, address: 192.168.1.10, dashboard: {{host: '{host}'}}}}\n"
+                                  "auth: {mode: token}\n", "c.yaml"))
+    assert any(what.startswith("dashboard (head") for _, what in plan.firewall_ports(cfg)) is listed
