@@ -219,6 +219,28 @@ def _submit(file: Path, set_: list[str] | None, cluster: Path | None, name: str 
     out.print(job_id, markup=False)
 
 
+def _not_a_folder(job_id: str, what: str) -> None:
+    """A folder given where a submitted job's id goes (`tune stop results/my_sweep`): said what to do with it.
+    It was told only that --cluster was needed."""
+    from raytrain.errors import UsageError
+
+    folder = Path(job_id).expanduser()
+    if not folder.is_dir():
+        return
+    told = f"{what} takes the id of a job submitted with `raytrain tune --submit` (it printed it), not a folder"
+    if what == "tune stop":
+        from raytrain.runs import process_now
+        from raytrain.tune.run import DRIVER_FILE, driver_record
+
+        busy, _ = process_now(driver_record(folder), folder / DRIVER_FILE, "", "")
+        if busy:
+            raise UsageError(f"{told}. The sweep in {folder} runs here, in {busy}: Ctrl-C in its terminal, or `kill` it "
+                             f"(SIGTERM), stops it with its state saved; `raytrain tune resume {folder}` continues it")
+        raise UsageError(f"{told}. No sweep runs in {folder} now; `raytrain tune status {folder}` shows its trials")
+    raise UsageError(f"{told}. A sweep run here prints to its terminal, and each trial's output is in the trial's "
+                     f"folder; `raytrain tune status {folder}` shows its trials")
+
+
 def _cluster_cfg(cluster: Path | None, what: str) -> ClusterConfig:
     from raytrain.config.cluster import load_cluster
     from raytrain.errors import UsageError
@@ -240,6 +262,7 @@ def logs(
 
     from raytrain.tune import jobs
 
+    _not_a_folder(job_id, "tune logs")
     cfg = _cluster_cfg(cluster, "tune logs")
     for chunk in jobs.follow_logs(cfg, job_id, follow):
         sys.stdout.write(chunk)
@@ -258,6 +281,7 @@ def stop(
     """Stop a submitted sweep cleanly: Tune saves its state; continue it later with `raytrain tune resume`."""
     from raytrain.tune import jobs
 
+    _not_a_folder(job_id, "tune stop")
     cfg = _cluster_cfg(cluster, "tune stop")
     info = jobs.stop(cfg, job_id)
     err.print(f"job {job_id}: {info['status']}", markup=False)

@@ -711,3 +711,17 @@ def test_a_pipeline_that_runs_itself_when_imported_is_told_to_guard_it(tmp_path,
             "--main on every node itself; put that call under `if __name__ == \"__main__\":`") in " ".join(
         result.output.split()), result.output
     assert starts == []
+
+
+@pytest.mark.parametrize("command", ["logs", "stop"])
+def test_tune_logs_and_stop_of_a_folder_say_what_they_take(tmp_path, command):
+    """`tune stop results/my_sweep` said only that it needs --cluster FILE."""
+    from typer.testing import CliRunner
+
+    from raytrain.cli import app
+
+    result = CliRunner().invoke(app, ["tune", command, str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert f"tune {command} takes the id of a job submitted with `raytrain tune --submit` (it printed it), not a " \
+           "folder" in said and f"`raytrain tune status {tmp_path}` shows its trials" in said, said
