@@ -24,7 +24,7 @@ from raytrain.runs import append_command, process_now, versions, write_atomic
 from raytrain.tune import TRIAL_KEY, state
 from raytrain.tune.plots import plot
 from raytrain.tune.report import trial_table, write_best_config, write_leaderboard
-from raytrain.tune.results import META_FILE, SWEEP_FILE, metric_value, summarize
+from raytrain.tune.results import META_FILE, SWEEP_FILE, metric_value, read_meta, summarize
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -135,10 +135,12 @@ def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
 
     # Runs as it is, from here (the base config embedded, `set:` applied): a relative `base:` named a file beside
     # the sweep file, which is not here.
-    (exp_dir / SWEEP_FILE).write_text(f"# raytrain tune: the sweep {loaded.name} as it ran, base config embedded\n"
-                                      + yaml.safe_dump(job_sweep(loaded), sort_keys=False))
+    written = (f"# raytrain tune: the sweep {loaded.name} as it ran, base config embedded\n"
+               + yaml.safe_dump(job_sweep(loaded), sort_keys=False))
+    (exp_dir / SWEEP_FILE).write_text(written)
     meta = {
         "name": loaded.name,
+        "sweep_file": written,  # `resume` tells of an edited sweep.yaml, and puts this back
         "algorithm": loaded.sweep.search.algorithm,
         "metric": loaded.metric,
         "mode": loaded.sweep.search.mode,
@@ -266,7 +268,6 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     from raytrain.errors import ConfigError, ConfigIssue, UsageError
     from raytrain.rllib.translate import build_ppo_config
     from raytrain.runs import where_it_imported
-    from raytrain.tune.results import read_meta
 
     # Absolute: Tune reads the folder through pyarrow, which takes a relative path for a URI without a scheme.
     exp_dir = Path(exp_dir).expanduser().resolve()
@@ -334,6 +335,8 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
               f"({repaired.name}{state.COPY_SUFFIX}, at most one step of Tune's loop older)", file=sys.stderr)
     for line in state.set_aside(exp_dir, restart_errored, time.strftime("%Y-%m-%d_%H-%M-%S")):
         print(line, file=sys.stderr)
+    if (edited := _edited_sweep_file(exp_dir)) is not None:
+        print(edited, file=sys.stderr)
     tuner = tune.Tuner.restore(
         str(exp_dir),
         trainable=RaytrainPPO,
@@ -345,6 +348,26 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
         tuner.fit()
     finish(exp_dir)
     return exp_dir
+
+
+def _edited_sweep_file(exp_dir: Path) -> str | None:
+    """A note when the experiment's sweep.yaml was changed after the sweep started: a resume runs the sweep as it
+    started (Tune's saved state), and said nothing of the edit, so the file then disagreed with what ran. The
+    edited file is kept beside it (`sweep.edited-<time>.yaml`) and the file as written at the start put back."""
+    recorded = read_meta(exp_dir).get("sweep_file")
+    path = exp_dir / SWEEP_FILE
+    try:
+        now = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not isinstance(recorded, str) or now == recorded:
+        return None
+    kept = path.with_name(f"{path.stem}.edited-{time.strftime('%Y-%m-%d_%H-%M-%S')}{path.suffix}")
+    path.rename(kept)
+    write_atomic(path, recorded)
+    return (f"note: {path} was changed after the sweep started; a resume continues the sweep as it started (Tune's "
+            f"saved state), not the changed file: that file is now {kept.name}, and {SWEEP_FILE} is back as the sweep "
+            f"started. To run the changed sweep, start it as a new one: raytrain tune {kept} --name NEW_NAME")
 
 
 def finish(exp_dir: Path) -> None:

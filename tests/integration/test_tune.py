@@ -328,6 +328,9 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
 
     if algorithm == "optuna":
         monkeypatch.chdir(tmp_path)
+    # An edit of the experiment's sweep.yaml does not change what a resume runs: it was taken without a word.
+    started_as = (exp / "sweep.yaml").read_text()
+    (exp / "sweep.yaml").write_text(started_as.replace(f"training_iteration: {stop}", "training_iteration: 90"))
     target = "results/crash" if algorithm == "optuna" else str(exp)
     result = invoke(["tune", "resume", target])
     assert result.exit_code == 0, result.output
@@ -339,6 +342,10 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
         moved = list((exp / trial / "not_resumed").glob(f"*/{checkpoint}/{'/'.join(rest)}"))
         where = moved[0] if moved else exp / path
         assert where.read_bytes() == data, f"{path} was written over by the resume"
+    (edited,) = exp.glob("sweep.edited-*.yaml")
+    assert "training_iteration: 90" in edited.read_text() and (exp / "sweep.yaml").read_text() == started_as
+    assert f"{exp / 'sweep.yaml'} was changed after the sweep started; a resume continues the sweep as it started" \
+        in " ".join(result.output.split()), result.output
     set_aside = [line for line in result.output.splitlines() if "would have been written again over it" in line]
     assert len(set_aside) == 2, result.output
     for result_json in exp.glob("*/result.json"):
