@@ -188,7 +188,7 @@ def status(file: FileArg, set_: SetOption = None, json_: bool = typer.Option(Fal
 @handle_errors
 def exec_(
     file: FileArg,
-    command: Annotated[list[str], typer.Argument(help="The command (after --).")],
+    command: Annotated[list[str], typer.Argument(help="The command (after --). One word is run as a shell line on each node, as ssh runs it (`-- 'df -h /data; uptime'`); several are run as they are, each quoted (`-- ls '$HOME'` lists a folder named $HOME). It runs in the SSH user's login environment, without the cluster's venv on PATH or its Ray token (`raytrain cluster status FILE` asks Ray with them).")],
     node: Annotated[list[str] | None, typer.Option("--node", help="Only these nodes (name or host; repeatable).")] = None,
     set_: SetOption = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact command per host; run nothing."),
