@@ -23,11 +23,16 @@ def exports(
     """Print the /etc/exports line for the cluster's nodes: each node's own address with its options, never `*`,
     a network, a netgroup or a wildcard."""
     from raytrain.cluster.plan import exports_line
-    from raytrain.config.cluster import EXPORT_PATH, OPTIONS_RE, load_cluster
+    from raytrain.config.cluster import EXPORT_PATH, OPTIONS_RE, check_export, load_cluster
     from raytrain.errors import UsageError
 
     if export is not None and not EXPORT_PATH.fullmatch(export):
         raise UsageError(f"--export must be an absolute path of letters, digits and `._/-` (no spaces), got {export!r}")
+    if export is not None:
+        try:
+            check_export(export)
+        except ValueError as exc:
+            raise UsageError(f"--export {export}: {exc}") from None
     if options is not None and not OPTIONS_RE.fullmatch(options):
         raise UsageError(f"--options must be a comma-separated option list without spaces or quotes, got {options!r}")
     cfg = load_cluster(file, set_ or [])

@@ -421,6 +421,20 @@ def system_folder(path: str) -> str | None:
     return None
 
 
+def check_export(value: str) -> str:
+    """An exported directory: one word of an /etc/exports line (whitespace or quotes would change what the line
+    exports), written plainly, and not / nor a system folder (with rw and no_root_squash, every node would be root
+    in the server's own files). Raises ValueError."""
+    if not EXPORT_PATH.fullmatch(value):
+        raise ValueError("must be an absolute path (starting with /) of letters, digits and `._/-`")
+    plain_path(value)
+    if system_folder(value.rstrip("/") or "/") is not None:
+        raise ValueError(f"{value.rstrip('/') or '/'} is a folder of the server's own system: exported, every node "
+                         "could write there (as root, with no_root_squash); export a folder of its own, e.g. /nfsroot "
+                         "or /srv/raytrain")
+    return value
+
+
 def _mount_point(value: str) -> str:
     plain_path(value)
     if (problem := system_folder(value.rstrip("/") or "/")) is not None:
@@ -449,10 +463,7 @@ class NFSConfig(_Section):
     @field_validator("export")
     @classmethod
     def _export(cls, value: str) -> str:
-        # A word of an /etc/exports line: whitespace or quotes would change what the line exports.
-        if not EXPORT_PATH.fullmatch(value):
-            raise ValueError("must be an absolute path (starting with /) of letters, digits and `._/-`")
-        return value
+        return check_export(value)
 
     @field_validator("server")
     @classmethod

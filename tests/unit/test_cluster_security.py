@@ -311,6 +311,19 @@ def test_nfs_exports_refuses_an_export_that_is_not_one_path(write_yaml, export):
     assert "(rw" not in result.stdout
 
 
+@pytest.mark.parametrize("export", ["/", "/etc", "/home", "/usr/local", "/nfsroot/../etc"])
+def test_nfs_exports_refuses_a_system_folder(write_yaml, export):
+    """`--export /` with rw,no_root_squash made every node root in the server's whole file system, without a word."""
+    result = CliRunner().invoke(app, ["nfs", "exports", str(write_yaml(NFS, "c.yaml")), "--export", export])
+    assert result.exit_code == 2 and "(rw" not in result.stdout, result.output
+    said = " ".join(result.output.split())
+    assert (f"--export {export}: " in said and ("is a folder of the server's own system" in said
+                                                 or "is not written plainly" in said)), said
+    refused_too = refused(write_yaml, NFS + f"storage: {{path: /n/x, nfs: {{server: nas, export: '{export}', "
+                                            "mount_point: /n}}\n")
+    assert "storage.nfs.export: " in refused_too
+
+
 @pytest.mark.parametrize("address", ["0.0.0.0/0", "10.0.0.0/8", "@lab", "*", "m?", "m[89]", "10.0.0.9\n/ *(rw)", "10.0.0.9 *"])
 def test_nfs_exports_refuses_clients_that_are_not_one_machine(write_yaml, address):
     text = NFS + f"  - {{host: m9, address: {yaml.safe_dump(address, default_style=chr(34)).strip()}}}\n"
