@@ -603,9 +603,10 @@ class ClusterConfig(RefuseBoolsForNumbers):
         for node in self.nodes:
             # What Ray binds where a port is not pinned, and refuses to share (RayParams: "Ray component client_server
             # is trying to use a port number 10001 that is used by other components"), once `ray start` runs.
+            defaults = self._ray_defaults(node)
             by_port: dict[int, str] = {port: f"Ray's default port of ports.{key}, which is not pinned"
-                                       for key, port in self._ray_defaults(node)}
-            for key, port in self._ray_defaults(node):
+                                       for key, port in defaults}
+            for key, port in defaults:
                 if low <= port <= high and pinned == "":
                     out.append((("ports", "max_worker_port" if self.ports.max_worker_port else "min_worker_port"),
                                 f"the worker port range {low}-{high} holds {port}, Ray's default port of ports.{key} "

@@ -178,6 +178,7 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
     notices = loaded.notices + loaded.warnings
     exp = loaded.experiment_dir
     resumes = (exp / "tuner.pkl").is_file()
+    active = _running_jobs(exp)  # jobs recorded for this folder that Slurm still has queued or running
     if resumes:
         # The same sweep submitted again (after scancel, a time limit, a failure): the job continues it.
         from raytrain.tune.jobs import job_sweep
@@ -188,13 +189,11 @@ def prepare_sweep(file: Path, overrides: list[str], slurm_file: Path) -> Submiss
         if stored.is_file() and yaml.safe_load(stored.read_text()) not in now:
             raise UsageError(f"{exp} holds a different sweep of the same name; continue that one with the file it was "
                              "started from, or give this one another name (--name NEW_NAME)")
-        active = _running_jobs(exp)
         if active:
             raise UsageError(f"job {', '.join(active)} still runs the sweep in {exp}: wait for it, or "
                              f"`raytrain slurm cancel {active[0]}` first")
         notices.append(f"notice: {exp} holds this sweep already: the job resumes it (finished trials stay done)")
     else:
-        active = _running_jobs(exp)
         if active:
             # Submitted before and still queued (or just starting): its driver has not written Tune's state yet
             raise UsageError(f"job {', '.join(active)} is queued or running for the sweep in {exp}, and has not "
