@@ -48,11 +48,21 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1")
 
 
 def ip_address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """`value` as an IP address in its canonical form (dotted quad, IPv6), else None."""
+    """`value` as an IP address in its canonical form (dotted quad, IPv6), else None.
+
+    Raises:
+        ValueError: an IPv6 address with a zone (`fe80::1%eth0`): the zone is an interface of one machine, which
+            the other nodes do not have by that name, so no node or file of the cluster can share such an address.
+    """
     try:
-        return ipaddress.ip_address(value)
+        address = ipaddress.ip_address(value)
     except ValueError:
         return None
+    if isinstance(address, ipaddress.IPv6Address) and address.scope_id is not None:
+        raise ValueError(f"{value!r} has a zone (%{address.scope_id}): that names an interface of one machine, which "
+                         "the other nodes do not have; give the node's global or unique-local address (a link-local "
+                         "fe80:: address is reached through a zone only)")
+    return address
 
 
 def _numeric_form(value: str) -> bool:
@@ -68,6 +78,12 @@ def _has_control(value: str) -> bool:
     return any(ord(c) < 32 or ord(c) == 127 for c in value)
 
 
+def _refuse_absolute_name(value: str) -> None:
+    """A hostname in DNS's absolute form, with a final `.`: said as such (it was refused as no hostname at all)."""
+    if value.endswith(".") and _HOSTNAME.fullmatch(value[:-1]):
+        raise ValueError(f"ends with `.`: write the name without it, {value[:-1]}")
+
+
 def check_hostname_or_ip(value: str) -> str:
     """An IP address, or an RFC 1123 hostname that no resolver would read as a number. Raises ValueError."""
     if ip_address(value) is not None:
@@ -76,6 +92,7 @@ def check_hostname_or_ip(value: str) -> str:
         if _numeric_form(value) or value.rsplit(".", 1)[-1].isdigit():
             raise ValueError("is not a canonical IP address: write it as four decimal numbers, e.g. 10.0.0.5")
         return value
+    _refuse_absolute_name(value)
     raise ValueError("must be an IP address (e.g. 10.0.0.5) or a hostname (letters, digits, `-` and `.`)")
 
 
@@ -474,6 +491,7 @@ class NFSConfig(_Section):
         if isinstance(ip_address(value), ipaddress.IPv6Address):
             # `2001:db8::1:/nfsroot` is no share mount reads (its last `:` is taken as part of the address)
             raise ValueError(f"an IPv6 address is written in brackets here: [{value}] (the share is [{value}]:EXPORT)")
+        _refuse_absolute_name(value)
         try:
             return check_hostname_or_ip(value)
         except ValueError:

@@ -431,6 +431,31 @@ def test_a_node_address_other_machines_cannot_reach_it_at_is_refused(write_yaml,
     assert expected in refused(write_yaml, f"name: x\n{text}\n")
 
 
+ZONE = ("has a zone (%eth0): that names an interface of one machine, which the other nodes do not have; give the "
+        "node's global or unique-local address")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("head: {host: m10, address: 'fe80::1%eth0'}", f"c.yaml:2: head.address: 'fe80::1%eth0' {ZONE}"),
+        ("head: {host: 'fe80::10%eth0'}", f"c.yaml:2: head.host: 'fe80::10%eth0' {ZONE}"),
+        ("head: {host: m10, dashboard: {host: 'fe80::1%eth0'}}", f"c.yaml:2: head.dashboard.host: 'fe80::1%eth0' {ZONE}"),
+        ("head: {host: m10, address: 10.0.0.1}\nstorage: {path: /nfsroot, nfs: {server: '[fe80::1%eth0]'}}",
+         f"c.yaml:3: storage.nfs.server: 'fe80::1%eth0' {ZONE}"),
+        ("head: {host: m10, address: m10.lab.example.}",
+         "c.yaml:2: head.address: ends with `.`: write the name without it, m10.lab.example"),
+        ("head: {host: m10, address: 10.0.0.1}\nstorage: {path: /nfsroot, nfs: {server: nas.lab.example.}}",
+         "c.yaml:3: storage.nfs.server: ends with `.`: write the name without it, nas.lab.example"),
+    ],
+)
+def test_an_address_with_a_zone_or_a_final_dot_is_refused_saying_why(write_yaml, text, expected):
+    """A zone (`%eth0`) was accepted: it names an interface of this machine, meaningless on the other nodes, and
+    reached `ray start --node-ip-address`. A DNS name in its absolute form (`m10.lab.example.`) was refused as not a
+    hostname, though every character of it is one a hostname has."""
+    assert expected in " ".join(refused(write_yaml, f"name: x\n{text}\n").split())
+
+
 @given(st.ip_addresses())
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_a_node_address_is_judged_by_meaning(write_yaml, address):
