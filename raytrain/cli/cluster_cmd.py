@@ -159,6 +159,8 @@ def down(
     failed = [r for r in results if not r.ok]
     for r in results:
         err.print(f"{r.node}: {'stopped' if r.ok else 'FAILED'}", markup=False)
+        for note in (n for n in r.stderr.splitlines() if n.startswith("note: ")) if r.ok else ():
+            err.print(f"  {note}", markup=False)
     if failed:
         raise ClusterError("could not stop every node:\n  " + "\n  ".join(r.describe() for r in failed))
 

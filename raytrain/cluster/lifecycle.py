@@ -380,8 +380,10 @@ def _start(cfg: ClusterConfig, runner: Runner, nodes: list[NodeConfig], on_step:
         if attempted:
             why = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             on_step(f"{why}: stopping Ray on {', '.join(n.node_name for n in attempted)}")
-            stops = parallel(lambda n: runner.run(n, plan.stop_started(cfg), timeout=70), list(reversed(attempted)))
+            stops = parallel(lambda n: runner.run(n, plan.stop(cfg), timeout=70), list(reversed(attempted)))
             for res in stops:
+                for note in (n for n in res.stderr.splitlines() if n.startswith("note: ")) if res.ok else ():
+                    on_step(f"{res.node}: {note.removeprefix('note: ')}")
                 if not res.ok:
                     said = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["(no output)"]
                     on_step(f"could not stop Ray on {res.node}: `ray stop` exited {res.returncode}: {said[0]} "

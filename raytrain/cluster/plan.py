@@ -50,19 +50,36 @@ PORT_ANSWERS = (
 )
 
 
-# `ray stop` (the rest of argv), then what it missed of a Ray started moments before: a raylet's agents that are
-# still importing (their command line is not yet `ray::...`, so `ray stop` passes them by) outlive it, waiting for a
-# GCS that is gone. Those left (read from /proc: Ray's own psutil is not importable outside Ray) get SIGTERM, and
-# SIGKILL after 3 s; exit 1 naming any that survive that. The text holds none of the words `ray stop` looks for in
-# command lines (tests/unit): it would stop this script and its shell first.
-STOP_STARTED = textwrap.dedent("""\
-    import os, signal, subprocess, sys, time
+# The stop of one cluster's Ray on a node (argv: the cluster's GCS address, then `ray stop`'s command line).
+# `ray stop` stops every Ray on the machine, by process names. Where none but this cluster's runs (the usual case),
+# it is run, then what it missed of a Ray started moments before: a raylet's agents that are still importing (their
+# command line is not yet `ray::...`, so `ray stop` passes them by) outlive it, waiting for a GCS that is gone.
+# Where another Ray runs too (a local `ray.init()` of `raytrain train` beside a head on `localhost`, another
+# cluster's node), `ray stop` would stop it as well: then only this cluster's processes are stopped. They are those
+# whose command line names its GCS address or one of its sessions (every process of a `ray start` names its session),
+# and their children (`ray::` workers, the dashboard's modules); the rest are another Ray's, or not known to be this
+# cluster's, and are left as they are. The processes are read from /proc (Ray's own psutil is not importable outside
+# Ray). They get SIGTERM and, once a grace period has passed, SIGKILL; exit 1 naming any that survive that. The text
+# holds none of the words `ray stop` looks for in command lines (tests/unit): it would stop this script and its shell
+# first.
+STOP = textwrap.dedent("""\
+    import ipaddress, os, re, signal, subprocess, sys, time
     # Joined here: `ray stop` finds processes by words in their command line, this one's and its shell's included.
     MARKS = tuple("/" + "/".join(p) for p in (("ray", "dashboard", "agent.py"), ("ray", "dashboard", "dashboard.py"),
                                               ("ray", "_private", "runtime_env", "agent", "main.py")))
-    TITLE = "ray" + ":" * 2
-    def left():
-        found = []
+    TITLE, CLIENT = "ray" + ":" * 2, ".".join(("ray", "util", "client", "server"))
+    SESSION = re.compile(r"session_[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]{2}-[0-9]{2}-[0-9]{2}_[0-9]+_[0-9]+")
+    GCS = re.compile(r"--gcs[-_]address=([^ ]+)")
+    def address(text):
+        host, _, port = text.rpartition(":")
+        try:
+            ip = ipaddress.ip_address(host.strip("[]"))
+            return (getattr(ip, "ipv4_mapped", None) or ip, int(port))
+        except ValueError:
+            return text
+    OURS = address(sys.argv[1])
+    def processes():
+        found = {}
         for pid in filter(str.isdigit, os.listdir("/proc")):
             if int(pid) in (os.getpid(), os.getppid()):
                 continue
@@ -73,24 +90,58 @@ STOP_STARTED = textwrap.dedent("""\
                     stat = f.read()
             except OSError:
                 continue
-            comm, state = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:][:1]
-            if state != "Z" and (comm in ("raylet", "gcs_server") or args[0].startswith(TITLE)
-                                 or any(a.endswith(MARKS) for a in args)):
-                found.append(int(pid))
+            end = stat.rfind(")")
+            comm, (state, ppid) = stat[stat.find("(") + 1:end], stat[end + 2:].split()[:2]
+            if state == "Z":
+                continue
+            text = " ".join(args)
+            gcs = {address(a) for a in GCS.findall(text)}
+            if CLIENT in text:
+                gcs |= {address(a) for a in re.findall(r"--address=([^ ]+)", text)}
+            served = re.search(r"--gcs_server_port=([0-9]+)", text), re.search(r"--node-ip-address=([^ ]+)", text)
+            if comm == "gcs_server" and all(served):
+                gcs.add(address(served[1][1] + ":" + served[0][1]))
+            ray = (comm in ("raylet", "gcs_server") or args[0].startswith(TITLE) or any(a.endswith(MARKS) for a in args))
+            found[int(pid)] = (int(ppid), ray, gcs, set(SESSION.findall(text)))
         return found
-    rc = subprocess.run(sys.argv[1:]).returncode
+    def owners(found):
+        # Each process: True (this cluster's), False (another Ray's) or None (not known), children as their parent.
+        sessions = set().union(*(s for _, _, gcs, s in found.values() if OURS in gcs))
+        own = {pid: True if OURS in gcs or s & sessions else False if gcs or s else None
+               for pid, (_, _, gcs, s) in found.items()}
+        def owner(pid):
+            seen = set()
+            while pid in found and own[pid] is None and pid not in seen:
+                seen.add(pid)
+                pid = found[pid][0]
+            return own.get(pid)
+        return {pid: owner(pid) for pid in found}
+    def left(found, only_ours):
+        said = owners(found)
+        return [pid for pid, (_, ray, _, _) in found.items() if said[pid] is True or (ray and not only_ours)]
+    found = processes()
+    said = owners(found)
+    other = sorted(set().union(*(found[pid][3] for pid in found if said[pid] is False))) or \\
+        sorted(pid for pid in found if said[pid] is False)
+    if other:
+        print(f"note: another Ray runs here too ({', '.join(map(str, other))}), which `ray stop` would stop as well: "
+              "stopped only this cluster's processes", file=sys.stderr)
+        rc, grace = 0, 10
+    else:
+        rc, grace = subprocess.run(sys.argv[2:]).returncode, 3
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in left():
+        for pid in left(processes(), bool(other)):
             try:
                 os.kill(pid, sig)
             except OSError:
                 pass
-        end = time.monotonic() + 3
-        while left() and time.monotonic() < end:
+        end = time.monotonic() + grace
+        while left(processes(), bool(other)) and time.monotonic() < end:
             time.sleep(0.1)
-    alive = left()
+        grace = 3
+    alive = left(processes(), bool(other))
     if alive:
-        print("still running after ray stop: " + ", ".join(map(str, alive)), file=sys.stderr)
+        print("still running after the stop: " + ", ".join(map(str, alive)), file=sys.stderr)
     sys.exit(1 if alive else rc)
 """)
 
@@ -183,12 +234,9 @@ def start_worker(cfg: ClusterConfig, node: NodeConfig) -> str:
 
 
 def stop(cfg: ClusterConfig) -> str:
-    return line(*env_words(cfg), ray_bin(cfg), "stop")
-
-
-def stop_started(cfg: ClusterConfig) -> str:
-    """`ray stop` on a node whose `ray start` has just run, and the agents that it may miss then (STOP_STARTED)."""
-    return line(cfg.python_path, "-c", STOP_STARTED, *env_words(cfg), ray_bin(cfg), "stop")
+    """The cluster's Ray stopped on a node: `ray stop`, and the agents it may miss of a Ray that has just started;
+    where another Ray runs there too, only this cluster's processes (STOP)."""
+    return line(cfg.python_path, "-c", STOP, cfg.address, *env_words(cfg), ray_bin(cfg), "stop")
 
 
 @functools.cache

@@ -317,6 +317,36 @@ def test_default_local_cluster_file_on_a_fresh_host(lab, tmp_path):
     assert lab.processes("w1", "raylet|gcs_server") == []
 
 
+def test_down_of_a_local_head_leaves_another_ray_there_running(lab, tmp_path):
+    """`ray stop` stops every Ray of the machine. A head on `localhost` (configs/cluster.yaml) beside another Ray, a
+    local `ray.init()` or another cluster: `cluster down` stops the cluster's processes and leaves the other Ray."""
+    config = Path(__file__).resolve().parents[2] / "configs" / "cluster.yaml"
+    py = f"{CLEAN_ENV} {sys.executable} -m raytrain"
+    ray = str(Path(sys.executable).with_name("ray"))
+    other = (f"{CLEAN_ENV} RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0 {ray} start --head --port=6390 --ray-client-server-port=10011 "
+             "--dashboard-agent-listen-port=52399 --min-worker-port=20000 --max-worker-port=20100 "
+             "--include-dashboard=false --num-cpus=1")
+    try:
+        started = lab.on("w1", other, timeout=120)
+        assert started.returncode == 0, started.stderr[-3000:]
+        theirs = lab.processes("w1", "gcs_server --.*--gcs_server_port=6390") + lab.processes("w1", "raylet/raylet --.*:6390")
+        assert len(theirs) == 2, theirs  # its GCS and its raylet
+        up = lab.on("w1", f"{py} cluster up {config}", timeout=180)
+        assert up.returncode == 0, up.stderr[-3000:]
+        down = lab.on("w1", f"{py} cluster down {config} -y", timeout=120)
+        assert down.returncode == 0, down.stderr[-2000:]
+        assert "note: another Ray runs here too (session_" in down.stderr, down.stderr
+        assert lab.processes("w1", "gcs_server_port=6379") + lab.processes("w1", "gcs-address=.*:6379") == []
+        assert lab.processes("w1", "gcs_server --.*--gcs_server_port=6390") + lab.processes("w1", "raylet/raylet --.*:6390") == theirs
+        alive = lab.on("w1", f"{CLEAN_ENV} RAY_AUTH_MODE=disabled {sys.executable} -c 'import ray; ray.init(address=\"{lab.ip['w1']}:6390\"); "
+                             "print(ray.cluster_resources()[\"CPU\"])'", timeout=120)
+        assert alive.stdout.strip().splitlines()[-1:] == ["1.0"], alive.stderr[-2000:]
+    finally:
+        lab.on("w1", f"{py} cluster down {config} -y", timeout=120)
+        lab.on("w1", f"{CLEAN_ENV} {ray} stop", timeout=120)
+    assert lab.processes("w1", "raylet|gcs_server") == []
+
+
 def _as_if_killed_while_running(exp: Path) -> None:
     """Make Tune's state of the finished sweep in `exp` what a driver killed during its trials leaves: each
     trial RUNNING (as test_tune's kill -9 finds it), so that `tune resume` has them to continue."""

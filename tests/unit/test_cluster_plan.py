@@ -1,6 +1,12 @@
 """Cluster files and the exact commands each node gets (golden), without touching any host."""
 
+import json
+import os
+import re
 import shlex
+import shutil
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -43,7 +49,7 @@ def test_golden_start_commands(lab):
         "'--resources={\"m8\":1.0}' --labels=rack=a --node-manager-port=6380 --min-worker-port=10002 "
         "--max-worker-port=10100 --disable-usage-stats"
     )
-    assert plan.stop(lab) == f"{ENV} /opt/raytrain/bin/ray stop"
+    assert plan.stop(lab) == f"/opt/raytrain/bin/python -c {shlex.quote(plan.STOP)} 10.0.0.10:6333 {ENV} /opt/raytrain/bin/ray stop"
 
 
 def test_ssh_keeps_host_key_checking_on(lab):
@@ -228,9 +234,10 @@ def test_down_and_exec_dry_run_print_the_commands(write_yaml):
     path = str(write_yaml(LAB, "c.yaml"))
     down = CliRunner().invoke(app, ["cluster", "down", path, "--dry-run"])
     assert down.exit_code == 0, down.output
-    lines = down.stdout.splitlines()
-    assert lines[0].startswith("[m8] ssh") and lines[0].endswith("/opt/raytrain/bin/ray stop'")
-    assert lines[-1].startswith("[m10] ssh")  # workers first, then the head
+    commands = re.split(r"\n(?=\[m\d+\] )", down.stdout.strip())  # the stop's script spans lines
+    assert [c.split()[0] for c in commands] == ["[m8]", "[m10]"]  # workers first, then the head
+    assert all(c.split()[1] == "ssh" and c.endswith(" 10.0.0.10:6333 " + ENV.replace("'", "'\"'\"'") + " /opt/raytrain/bin/ray stop'")
+               for c in commands), commands[0][-400:]
     ex = CliRunner().invoke(app, ["cluster", "exec", path, "--node", "m8", "--dry-run", "--", "df", "-h", "/nfsroot"])
     assert ex.exit_code == 0, ex.output
     assert ex.stdout.strip().splitlines() == [f"[m8] {SSHRunner(load_cluster(path).ssh).display(load_cluster(path).workers[0], 'df -h /nfsroot')}"]
@@ -334,13 +341,13 @@ def test_the_stop_after_a_failed_start_holds_none_of_the_words_ray_stop_looks_fo
     shell that runs it) would be stopped by its own `ray stop` before it could stop what that missed."""
     from ray.autoscaler._private.constants import RAY_PROCESSES
 
-    command = plan.stop_started(lab)
+    command = plan.stop(lab)
     assert command.endswith("/opt/raytrain/bin/ray stop")
     in_command_lines = [word for word, by_name in RAY_PROCESSES if not by_name]  # the rest: by process name
     assert "monitor.py" in in_command_lines
     assert [word for word in in_command_lines if word in command] == []
     assert "ray::" not in command  # by process name on Linux, by command line on macOS
-    compile(plan.STOP_STARTED, "stop_started", "exec")
+    compile(plan.STOP, "stop", "exec")
 
 
 @pytest.mark.parametrize(("host", "listed"), [("127.0.0.1", False), ("::1", False),
@@ -351,3 +358,63 @@ def test_a_dashboard_on_loopback_is_no_port_to_open(write_yaml, host, listed):
     cfg = load_cluster(write_yaml(f"name: x\nhead: {{host: m10, address: 192.168.1.10, dashboard: {{host: '{host}'}}}}\n"
                                   "auth: {mode: token}\n", "c.yaml"))
     assert any(what.startswith("dashboard (head") for _, what in plan.firewall_ports(cfg)) is listed
+
+
+# Run as PID 1 of a private PID namespace: stand-ins for the Ray processes of this cluster and of another Ray (their
+# command lines as `ray start` writes them), a process of neither, then the stop, with `touch MARKER` for `ray stop`.
+STOP_SCENE = r'''
+import ctypes, json, os, subprocess, sys, time
+script, marker, beside = sys.argv[1], sys.argv[2], sys.argv[3] == "beside"
+SLEEP = "import time; time.sleep(120)"
+PARENT = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); time.sleep(120)"
+NAMED = "import ctypes, time; ctypes.CDLL(None).prctl(15, b'gcs_server'); time.sleep(120)"
+ours, theirs = "session_2026-12-01_10-00-00_000001_11", "session_2026-12-01_11-00-00_000002_22"
+procs = {
+    "our raylet": [PARENT, "--gcs-address=10.9.9.9:6379", f"--session-name={ours}"],
+    "our log monitor": [SLEEP, f"--logs-dir=/tmp/ray/{ours}/logs"],
+    "our gcs": [NAMED, "--gcs_server_port=6379", "--node-ip-address=10.9.9.9"],
+    "nobody's": [SLEEP],
+}
+if beside:
+    procs |= {"their raylet": [PARENT, "--gcs-address=10.9.9.8:6379", f"--session-name={theirs}"],
+              "their dashboard": [SLEEP, f"--session-dir=/tmp/ray/{theirs}"]}
+started = {name: subprocess.Popen([sys.executable, "-c", *argv]) for name, argv in procs.items()}
+time.sleep(1.5)  # the children of PARENT have started
+kids = {}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    with open(f"/proc/{pid}/stat") as f:
+        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+    for name, p in started.items():
+        if ppid == p.pid:
+            kids[name + "'s child"] = int(pid)
+done = subprocess.run([sys.executable, "-c", script, "10.9.9.9:6379", "touch", marker], capture_output=True, text=True)
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+pids = {name: p.pid for name, p in started.items()} | kids
+print(json.dumps({"rc": done.returncode, "stderr": done.stderr, "ray_stop_ran": os.path.exists(marker),
+                  "alive": sorted(name for name, pid in pids.items() if alive(pid))}))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a PID namespace)")
+@pytest.mark.parametrize("beside", ["alone", "beside"])
+def test_the_stop_of_a_node_leaves_another_ray_there_running(tmp_path, beside):
+    """`ray stop` stops every Ray of the machine: a local `ray.init()` beside a head on `localhost`, or another
+    cluster's node. Alone, the cluster's Ray is stopped with `ray stop` (and what that misses); beside another Ray,
+    only the processes that name this cluster's GCS address or its sessions, and their children."""
+    marker = tmp_path / "ray_stop_ran"
+    done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", STOP_SCENE, plan.STOP,
+                           str(marker), beside], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["rc"] == 0, got
+    assert got["ray_stop_ran"] is (beside == "alone")
+    theirs = ["their dashboard", "their raylet", "their raylet's child"] if beside == "beside" else []
+    assert got["alive"] == ["nobody's", *theirs]
+    if beside == "beside":
+        assert "note: another Ray runs here too (session_2026-12-01_11-00-00_000002_22), which `ray stop` would stop " \
+               "as well: stopped only this cluster's processes" in got["stderr"]
