@@ -66,8 +66,10 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
         refused = auth_refused(joining)
         if refused is not None:
             raise RayAuthError(joining, refused)
-    ray.init(address=address, **options)
-    if address is None:
+    # Not `address=None` for a local Ray: Ray then joins the cluster a `ray start` on this machine last recorded
+    # (/tmp/ray/ray_current_cluster), even one long stopped; "local" starts a new one, as the README promises.
+    ray.init(address=joining or "local", **options)
+    if not joining:
         # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
         atexit.unregister(_stop_local_monitor)
         atexit.register(_stop_local_monitor)

@@ -41,3 +41,38 @@ def test_exit_stops_every_process_of_the_local_ray_the_monitor_first():
         for pid in found:  # don't leave them to the next test
             os.kill(pid, signal.SIGKILL)
     assert not any(left.values()), f"still running after the process exited: {left}"
+
+
+STARTS_AND_SAYS = """
+import json, ray
+from raytrain.ray_session import connect_ray
+said = connect_ray(None, num_cpus=1)
+print(json.dumps({"said": said, "gcs": ray.get_runtime_context().gcs_address}))
+"""
+
+
+def test_no_address_starts_a_local_ray_beside_the_cluster_a_ray_start_recorded(ray_session):
+    """`ray start` records its cluster in /tmp/ray/ray_current_cluster, and `ray.init()` with no address joins that
+    one: `train` on a machine with a cluster up failed (`_system_config must not be provided`, exit 1). Here the
+    record names the test's own Ray."""
+    import ray
+    from ray._private.utils import get_ray_address_file
+
+    record = Path(get_ray_address_file(None))
+    before = record.read_text() if record.is_file() else None
+    ours = ray.get_runtime_context().gcs_address
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(ours)
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        done = subprocess.run([sys.executable, "-c", STARTS_AND_SAYS], capture_output=True, text=True, timeout=120,
+                              env=env)
+    finally:
+        if before is None:
+            record.unlink(missing_ok=True)
+        else:
+            record.write_text(before)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["said"] == "local Ray", got
+    assert got["gcs"] != ours, got
