@@ -11,6 +11,7 @@ Layout of `storage_path/<experiment.name>/<timestamp>/`:
     run.json             status (running, finished, interrupted, failed), last iteration, stop reason
     checkpoints/checkpoint_<iteration>/   RLlib checkpoint + raytrain_state.json + config.yaml
     config.<n>.yaml, rllib_config.<n>.json   after a resume: what the n-th start of the run used
+    not_resumed/<time>/  after a resume: the checkpoints after the one it resumed from, which could not be read
 
 `storage_path` is made absolute (`~` expanded) once, by `experiment_dir`, for both `train --dry-run` and
 the real run, and the folder it gives is always inside `storage_path`.
@@ -423,15 +424,83 @@ class RunFolder:
 
     def set_status(self, **fields: Any) -> None:
         path = self.path / "run.json"
-        status = json.loads(path.read_text()) if path.is_file() else {}
+        status = self.status()
         status.update(fields)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(status, indent=2, default=str) + "\n")
         tmp.replace(path)
 
     def status(self) -> dict:
+        """run.json, {} where there is none.
+
+        Raises:
+            ValueError: run.json is no JSON object (damaged), said with its path.
+        """
         path = self.path / "run.json"
-        return json.loads(path.read_text()) if path.is_file() else {}
+        if not path.is_file():
+            return {}
+        try:
+            status = json.loads(path.read_text())
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: is not UTF-8 text") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON ({exc.msg})") from None
+        if not isinstance(status, dict):
+            raise ValueError(f"{path}: a JSON object of the run's status, not {type(status).__name__}")
+        return status
+
+    def claim(self) -> bool:
+        """Hold the folder for this process until it exits (an exclusive `flock` of the folder itself, which the
+        kernel lets go of when the process ends, killed or not); False where another process holds it.
+
+        run.json says `running` only once the algorithm is built, seconds after the start: two resumes of one run
+        started within those seconds both trained, each over the other's checkpoints and rows. A file system that
+        has no such lock for a folder (NFS) is not held, and run.json's record alone tells.
+        """
+        import errno
+        import fcntl
+
+        if self.path in _CLAIMED:
+            return True
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            return exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
+        _CLAIMED[self.path] = fd
+        return True
+
+    def set_aside_after(self, checkpoint: Path, stamp: str) -> str | None:
+        """Move the checkpoint folders numbered after `checkpoint`, which a resume from it passes over as
+        unreadable, to `not_resumed/<stamp>/`: the resumed run writes those numbers again, and found one taken (a
+        checkpoint was never overwritten), so its own was not saved at all. Returns a line saying so, or None."""
+        number = int(checkpoint.name.removeprefix(CHECKPOINT_PREFIX))
+        after = sorted(p for p in self.checkpoints_dir.iterdir()
+                       if CHECKPOINT_NAME.fullmatch(p.name) and int(p.name.removeprefix(CHECKPOINT_PREFIX)) > number)
+        if not after:
+            return None
+        target = self.path / SET_ASIDE / stamp
+        target.mkdir(parents=True, exist_ok=True)
+        for path in after:
+            path.rename(target / path.name)
+        return (f"note: {len(after)} checkpoint(s) after {checkpoint.name} that cannot be resumed from "
+                f"({after[0].name}{' to ' + after[-1].name if len(after) > 1 else ''}) moved to {target}: the run "
+                "writes those iterations again")
+
+    def damaged(self) -> str | None:
+        """What of the files a resume reads and writes again (run.json, metrics.jsonl) cannot be read, else None:
+        found here, such a file failed the resume once Ray had started, with Python's error and no file named."""
+        try:
+            self.status()
+        except (OSError, ValueError) as exc:
+            return f"{exc}: it records the run's status only: delete it, or mend it"
+        try:
+            if (self.path / "metrics.jsonl").is_file():
+                metrics_rows(self.path / "metrics.jsonl")
+        except (OSError, ValueError) as exc:
+            return f"{exc}: mend or delete that line (a row after the checkpoint resumed from is written again)"
+        return None
 
     def trained_now(self) -> tuple[str | None, str | None]:
         """Whether a process trains in this folder right now, from the `running` status its run.json records:
@@ -483,6 +552,38 @@ class RunFolder:
         return removed
 
 
+def metrics_rows(path: Path) -> list[dict]:
+    """The rows of a run's metrics.jsonl. The last line of a run killed while appending it is left out (that
+    iteration is repeated).
+
+    Raises:
+        ValueError: a line before the last is no JSON object (`path:line: ...`), or the file is not UTF-8.
+    """
+    try:
+        lines = path.read_text().splitlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: is not UTF-8 text") from None
+    numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+    rows = []
+    for i, (n, line) in enumerate(numbered):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if i == len(numbered) - 1:
+                break
+            raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{n}: a row is a JSON object of one iteration's metrics, not {type(row).__name__}")
+        rows.append(row)
+    return rows
+
+
+_CLAIMED: dict[Path, int] = {}
+"""The run folders this process holds (`RunFolder.claim`), with the descriptor that holds each."""
+SET_ASIDE = "not_resumed"
+"""The folder of a run folder that `RunFolder.set_aside_after` moves checkpoints into."""
+
+
 class MetricsWriter:
     """Appends per-iteration scalar metrics to metrics.jsonl and keeps metrics.csv in step with it."""
 
@@ -492,14 +593,7 @@ class MetricsWriter:
         self.rows: list[dict] = []
         self.columns: list[str] = []
         if self.jsonl.is_file():  # resuming: keep what is there
-            lines = [line for line in self.jsonl.read_text().splitlines() if line.strip()]
-            for i, line in enumerate(lines):
-                try:
-                    self.rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    if i < len(lines) - 1:
-                        raise
-                    # The last line of a run killed while appending it: that iteration is repeated.
+            self.rows = metrics_rows(self.jsonl)
             for row in self.rows:
                 self._add_columns(row)
 

@@ -12,6 +12,7 @@ start leaves nothing behind.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,7 @@ def prepare(
         ConfigError: the config is invalid, its storage path not writable, or RLlib rejects it.
     """
     from raytrain.config.load import load_config, load_source
-    from raytrain.config.source import parse_yaml
+    from raytrain.config.source import read_yaml
     from raytrain.errors import ConfigError, UsageError
     from raytrain.paths import probe_writable
     from raytrain.ray_session import cluster_address, ray_address
@@ -93,17 +94,22 @@ def prepare(
     if resume is not None:
         folder = RunFolder.open(resume)
         busy, warning = folder.trained_now()
+        if busy is None and not folder.claim():
+            busy = "another raytrain process of this machine, which holds the folder (it started moments ago)"
         if busy:
             raise UsageError(f"{folder.path} is being trained right now, by {busy}: two runs in one folder overwrite "
                              "each other's checkpoints. Let it end, or stop it (Ctrl-C there, or `kill` it: it saves a "
                              "checkpoint), then resume; nothing was changed")
         if warning:
             notify(warning)
+        damaged = folder.damaged()
+        if damaged:
+            raise UsageError(f"cannot resume {folder.path}: {damaged}; nothing was changed")
         refuse_moving(folder.path, overrides)
         source_name = str(file) if file is not None else str(folder.path / "config.yaml")
         try:
             if file is None:
-                loaded = load_source(parse_yaml(folder.read_config_yaml(), source_name), overrides)
+                loaded = load_source(read_yaml(source_name), overrides)
             else:
                 loaded = load_config(file, overrides)
         except ConfigError as exc:
@@ -388,11 +394,16 @@ def _record(prepared: PreparedTrain, argv: list[str], on_note: Callable[[str], N
     if prepared.resumed is not None:
         n = prepared.resumed.record_resume(cfg.to_yaml_dict(), calls, argv)
         on_note(f"earlier config kept as config.{n}.yaml, rllib_config.{n}.json")
+        if prepared.checkpoint is not None:
+            moved = prepared.resumed.set_aside_after(prepared.checkpoint, time.strftime("%Y-%m-%d_%H-%M-%S"))
+            if moved:
+                on_note(moved)
         return prepared.resumed
     if prepared.run_dir is not None:
         prepared.run_dir.mkdir(parents=True, exist_ok=True)  # made by the submission; the script and the job's log are in it
         folder = RunFolder(prepared.run_dir)
     else:
         folder = RunFolder.create(cfg.experiment.storage_path, _name(cfg))
+    folder.claim()
     folder.write_setup(cfg.to_yaml_dict(), calls, argv)
     return folder

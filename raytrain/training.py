@@ -386,6 +386,7 @@ class Trainer:
         self.algo: Any = None  # the RLlib Algorithm, once built
         self._built = ExitStack()  # stops it (and removes its scratch folder) in stop()
         self.time_offset = 0.0
+        self._saved: set[Path] = set()  # the checkpoints this trainer wrote
 
     def build(self, restore_from: Path | None = None) -> None:
         """Build the Algorithm (Ray must be connected) and restore a checkpoint if given."""
@@ -420,7 +421,10 @@ class Trainer:
 
         folder = self._require_folder()
         target = folder.checkpoint_path(iteration)
-        if target.exists():
+        if target.exists():  # never written over; a resume moves those after its checkpoint aside first
+            if target not in self._saved:  # else saved already (at its frequency, then at the end)
+                self.on_message(f"warning: {target} exists already, and was kept: iteration {iteration}'s checkpoint "
+                                "was not saved")
             return None
         tmp = target.with_name(target.name + ".partial")
         if tmp.exists():  # left by a run that was killed while writing it
@@ -438,6 +442,7 @@ class Trainer:
         (tmp / "config.yaml").write_text(yaml.safe_dump(self.cfg.to_yaml_dict(), sort_keys=False))
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=str) + "\n")
         folder.commit_checkpoint(tmp, target)
+        self._saved.add(target)
         for removed in folder.prune_checkpoints(self.cfg.experiment.num_to_keep):
             self.on_message(f"removed old checkpoint {removed.name} (experiment.num_to_keep={self.cfg.experiment.num_to_keep})")
         return target

@@ -218,6 +218,29 @@ def test_num_to_keep_prunes_oldest(ray_session, small_config):
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["checkpoint_000002", "checkpoint_000003"]
 
 
+def test_a_resume_past_an_unreadable_newest_checkpoint_saves_that_iteration_again(ray_session, small_config):
+    """checkpoint_000003 without its state file is passed over: the run resumed from checkpoint_000002, trained
+    iteration 3 again, found checkpoint_000003 taken, saved nothing, and said `finished`."""
+    path, _ = small_config
+    result = invoke(["train", str(path), "--set", "experiment.checkpoint_frequency=1", "--set", "stop.training_iteration=3"])
+    assert result.exit_code == 0, result.output
+    run = _run_dir(result.stdout)
+    broken = run / "checkpoints" / "checkpoint_000003"
+    (broken / "raytrain_state.json").unlink()
+    kept = sorted(str(p.relative_to(broken)) for p in broken.rglob("*"))
+    result = invoke(["train", "--resume", str(run)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "resuming from checkpoint_000002" in said
+    aside = [p for p in (run / "not_resumed").iterdir()]
+    assert len(aside) == 1 and sorted(str(p.relative_to(aside[0] / "checkpoint_000003"))
+                                      for p in (aside[0] / "checkpoint_000003").rglob("*")) == kept
+    assert (f"note: 1 checkpoint(s) after checkpoint_000002 that cannot be resumed from (checkpoint_000003) moved to "
+            f"{aside[0]}: the run writes those iterations again") in said
+    assert json.loads((broken / "raytrain_state.json").read_text())["iteration"] == 3  # saved again, complete
+    assert "exists already" not in said
+
+
 def test_metrics_list_matches_a_live_result(ray_session, tmp_path):
     """The stop-key check relies on raytrain.metrics; a Ray upgrade that renames metrics must fail here."""
     from raytrain.config.load import load_source

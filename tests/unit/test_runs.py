@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -559,6 +560,70 @@ def test_failed_resume_before_ray_changes_nothing(run_dir, no_ray_start):
             sys.argv = saved
         assert result.exit_code == 2, (what, result.output)
         assert _snapshot(run_dir) == before, what
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "said"),
+    [
+        ("run.json", b"{bad", "run.json: not JSON (Expecting property name enclosed in double quotes): it records the "
+                              "run's status only: delete it, or mend it"),
+        ("run.json", b"[1]", "run.json: a JSON object of the run's status, not list"),
+        ("metrics.jsonl", b'{"training_iteration": 1}\n{garbage\n{"training_iteration": 2}\n',
+         "metrics.jsonl:2: not a JSON line (Expecting property name enclosed in double quotes): mend or delete that "
+         "line (a row after the checkpoint resumed from is written again)"),
+        ("metrics.jsonl", b'{"training_iteration": 1}\n[1, 2]\n', "metrics.jsonl:2: a row is a JSON object of one "
+                                                                     "iteration's metrics, not list"),
+        ("config.yaml", b"\xff\xfe stop: {}\n", "config.yaml:1: byte 0xff at column 1 is not UTF-8; save the file as UTF-8"),
+    ],
+)
+def test_resume_of_a_run_with_a_damaged_file_exit_2_naming_it_before_ray(run_dir, no_ray_start, file, text, said):
+    """Each failed the resume once Ray had started with Python's own error (JSONDecodeError, AttributeError,
+    UnicodeDecodeError), exit 1, no file named, and with config.yaml already replaced and command.txt appended."""
+    _checkpoint(run_dir, "checkpoint_000002", 2)
+    (run_dir / file).write_bytes(text)
+    before = _snapshot(run_dir)
+    result = runner.invoke(app, ["train", "--resume", str(run_dir)])
+    assert result.exit_code == 2, result.output
+    assert f"{run_dir}/{said}" in " ".join(result.output.split()), result.output
+    assert _snapshot(run_dir) == before
+
+
+HOLDS = "import sys, time\nfrom raytrain.runs import RunFolder\nassert RunFolder(sys.argv[1]).claim()\nprint('held', flush=True)\ntime.sleep(60)"
+
+
+def test_a_resume_of_a_run_another_process_holds_exit_2(run_dir, no_ray_start):
+    """run.json says `running` only once the algorithm is built: two resumes started seconds apart both trained,
+    each over the other's checkpoints and rows. The first holds the folder from its start."""
+    _checkpoint(run_dir, "checkpoint_000002", 2)
+    before = _snapshot(run_dir)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDS, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        result = runner.invoke(app, ["train", "--resume", str(run_dir), "--set", "stop.training_iteration=4"])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.exit_code == 2, result.output
+    assert (f"{run_dir} is being trained right now, by another raytrain process of this machine, which holds the folder "
+            "(it started moments ago)") in " ".join(result.output.split())
+    assert _snapshot(run_dir) == before
+    assert RunFolder(run_dir).claim()  # let go of when its process ended
+
+
+def test_a_resume_sets_aside_the_checkpoints_after_the_one_it_resumes_from(run_dir):
+    """A newest checkpoint that cannot be read (its state file lost) is passed over; the resumed run then found its
+    name taken when it came to save that iteration again, and saved nothing, without a word."""
+    _checkpoint(run_dir, "checkpoint_000002", 2)
+    _checkpoint(run_dir, "checkpoint_000003", None)
+    _checkpoint(run_dir, "checkpoint_000004", 4, state="{")
+    folder = RunFolder(run_dir)
+    said = folder.set_aside_after(run_dir / "checkpoints" / "checkpoint_000002", "2026-12-02_01-00-00")
+    aside = run_dir / "not_resumed" / "2026-12-02_01-00-00"
+    assert said == (f"note: 2 checkpoint(s) after checkpoint_000002 that cannot be resumed from (checkpoint_000003 to "
+                    f"checkpoint_000004) moved to {aside}: the run writes those iterations again")
+    assert sorted(p.name for p in aside.iterdir()) == ["checkpoint_000003", "checkpoint_000004"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["checkpoint_000002"]
+    assert folder.set_aside_after(run_dir / "checkpoints" / "checkpoint_000002", "later") is None
 
 
 def test_resume_without_a_checkpoint_exit_2_changes_nothing(run_dir, no_ray_start):
