@@ -139,8 +139,10 @@ def _say_outcome(outcome: TrainOutcome) -> None:
     if outcome.last_checkpoint:
         err.print(f"checkpoint: {outcome.last_checkpoint}", markup=False)
     out.print(str(outcome.run_dir), markup=False)
-    if outcome.reason == "interrupted":
+    if outcome.reason == "interrupted" and outcome.last_checkpoint:
         err.print(f"resume with: raytrain train --resume {outcome.run_dir}", markup=False)
+    elif outcome.reason == "interrupted":  # before its first iteration ended (or with checkpoints turned off)
+        err.print("no checkpoint was saved, so there is nothing to resume: start the run again", markup=False)
 
 
 def _end_at_once_if_local_ray_lost(outcome: TrainOutcome) -> None:

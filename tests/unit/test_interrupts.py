@@ -85,3 +85,17 @@ def test_an_interrupted_run_has_a_row_for_every_checkpoint(tmp_path, monkeypatch
         assert rows == [1, 2, 3] and saved == ["checkpoint_000003"], (rows, saved)
         assert ("interrupted: iteration 3 ended as the signal came, and its metrics were lost with it: its row in "
                 "metrics.jsonl holds the iteration only") in said
+
+
+@pytest.mark.parametrize("saved", [True, False])
+def test_an_interrupted_run_offers_a_resume_only_with_a_checkpoint(tmp_path, capsys, saved):
+    """Ctrl-C before the first iteration ended said `resume with: ...`, and that resume was then exit 2 (no complete
+    checkpoint)."""
+    from raytrain.cli.train_cmd import _say_outcome
+    from raytrain.training import TrainOutcome
+
+    checkpoint = tmp_path / "checkpoints" / "checkpoint_000003" if saved else None
+    _say_outcome(TrainOutcome(tmp_path, 3 if saved else 0, "interrupted", checkpoint))
+    said = " ".join(capsys.readouterr().err.split())
+    assert (f"resume with: raytrain train --resume {tmp_path}" in said) is saved
+    assert ("no checkpoint was saved, so there is nothing to resume: start the run again" in said) is not saved
