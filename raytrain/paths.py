@@ -15,6 +15,42 @@ def nearest_existing(path: str | os.PathLike[str]) -> Path:
     return candidate
 
 
+NAME_MAX = 255
+"""The longest file name, in bytes, that Linux file systems take (ext4, xfs, btrfs, tmpfs, NFS)."""
+PATH_MAX = 4096
+"""The longest path, in bytes, that Linux takes in one call."""
+
+
+def path_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why `path` (`~` expanded, made absolute) cannot become a folder to write in, found by looking at it: a name
+    longer than file systems take, a path longer than Linux takes, a symbolic link to nothing on the way, or a loop
+    of links. Else None (the rest is `probe_writable`'s).
+
+    Each was passed by the checks and failed once Ray had started (a link to nothing: `mkdir` said `File exists`), or
+    ended a dry run with Python's own error (`File name too long`, `Symlink loop`).
+    """
+    import errno
+
+    target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    for part in target.parts:
+        if (size := len(os.fsencode(part))) > NAME_MAX:
+            return f"the name {part[:24]}... is {size} bytes, longer than the {NAME_MAX} a file system takes"
+    if (size := len(os.fsencode(str(target)))) >= PATH_MAX:
+        return f"the path is {size} bytes, longer than the {PATH_MAX - 1} Linux takes"
+    prefix = Path(target.anchor)
+    for part in target.parts[1:]:
+        prefix = prefix / part
+        try:
+            os.stat(prefix)
+        except FileNotFoundError:
+            if os.path.islink(prefix):
+                return f"{prefix} is a symbolic link to {os.readlink(prefix)}, which does not exist"
+            return None  # made by the run
+        except OSError as exc:
+            return f"{prefix} is a loop of symbolic links" if exc.errno == errno.ELOOP else None
+    return None
+
+
 def probe_writable(path: str | os.PathLike[str]) -> str | None:
     """Check that files can be created in `path` (a directory, existing or not) without leaving anything.
 
@@ -27,6 +63,9 @@ def probe_writable(path: str | os.PathLike[str]) -> str | None:
         None when writable, else a short human-readable reason ("not writable: /a/b is not a directory",
         "not writable: Permission denied").
     """
+    problem = path_problem(path)
+    if problem:
+        return f"not writable: {problem}"
     target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
     base = nearest_existing(target)
     if not base.is_dir():

@@ -94,8 +94,6 @@ def prepare(
     if resume is not None:
         folder = RunFolder.open(resume)
         busy, warning = folder.trained_now()
-        if busy is None and not folder.claim():
-            busy = "another raytrain process of this machine, which holds the folder (it started moments ago)"
         if busy:
             raise UsageError(f"{folder.path} is being trained right now, by {busy}: two runs in one folder overwrite "
                              "each other's checkpoints. Let it end, or stop it (Ctrl-C there, or `kill` it: it saves a "
@@ -126,6 +124,10 @@ def prepare(
         problem = probe_writable(folder.path)
         if problem:
             raise UsageError(f"cannot resume in {folder.path}: {problem}")
+        if not folder.claim():
+            raise UsageError(f"{folder.path} is being trained right now, by another raytrain process of this machine, "
+                             "which holds the folder (it started moments ago): two runs in one folder overwrite each "
+                             "other's checkpoints. Let it end, or stop it, then resume; nothing was changed")
         where = str(folder.path)
     else:
         if file is None:
@@ -192,10 +194,14 @@ def storage_checked(loaded: LoadedConfig) -> Path:
         ConfigError: the folder cannot be written (at experiment.storage_path).
     """
     from raytrain.errors import ConfigError
-    from raytrain.paths import probe_writable
+    from raytrain.paths import path_problem, probe_writable
     from raytrain.runs import experiment_dir
 
     exp, source = loaded.config.experiment, loaded.source
+    problem = path_problem(exp.storage_path)
+    if problem:  # before experiment_dir, which follows the links
+        raise ConfigError([ConfigIssue(source.where(("experiment", "storage_path")), "experiment.storage_path",
+                                       f"not writable: {problem}; choose a folder you can write to")])
     base = experiment_dir(exp.storage_path, _name(loaded.config), source.where(("experiment", "name")))
     problem = probe_writable(base)
     if problem:

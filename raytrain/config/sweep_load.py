@@ -18,6 +18,7 @@ from raytrain.config.source import Source, apply_overrides, did_you_mean, read_y
 from raytrain.config.sweep import SweepConfig
 from raytrain.errors import ConfigError, ConfigIssue, config_warning
 from raytrain.metrics import known_metrics
+from raytrain.paths import path_problem
 from raytrain.sweeps import ALGORITHMS, settings_in, trial_overrides
 from raytrain.sweeps.base import Issue, KeyPath
 from raytrain.sweeps.space import Choice, Grid, LogUniform, QUniform, RandInt, Uniform
@@ -323,7 +324,8 @@ def load_sweep_source(source: Source, path: str | Path, overrides: list[str] | N
             "eval has nothing to evaluate and tune resume starts stopped trials over; set at_end: true (the default) "
             "or a frequency")))
     loaded = LoadedSweep(sweep, base, source, notices, warnings)
-    issues += loaded.name_issues()
+    if path_problem(sweep.checkpoint.storage_path) is None:  # else said of the storage path; name_issues follows links
+        issues += loaded.name_issues()
     _check_storage_path(sweep.checkpoint.storage_path, storage == "probe", issue)
     if issues:
         raise ConfigError(issues)

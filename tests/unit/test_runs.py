@@ -305,6 +305,41 @@ def test_unwritable_storage_exit_2_with_field_and_line(tmp_path, dry, no_ray_sta
     assert blocker.read_text() == "not a folder\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "tiny.yaml"]
 
 
+@pytest.mark.parametrize("command", ["train", "tune"])
+@pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "real"])
+@pytest.mark.parametrize("kind", ["link to nothing", "below a link to nothing", "link loop", "long name"])
+def test_a_storage_path_no_folder_can_be_made_at_is_exit_2_saying_why(tmp_path, no_ray_start, command, dry, kind):
+    """A link to nothing passed the dry run, and the real run failed once Ray had started (`mkdir`: File exists,
+    exit 1); a loop of links and a name over 255 bytes ended the dry run with Python's own error, exit 1."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    storage, said = {
+        "link to nothing": (tmp_path / "dangling", f"{tmp_path}/dangling is a symbolic link to {tmp_path}/nowhere, "
+                                                   "which does not exist"),
+        "below a link to nothing": (tmp_path / "dangling" / "results", f"{tmp_path}/dangling is a symbolic link to "
+                                                                       f"{tmp_path}/nowhere, which does not exist"),
+        "link loop": (tmp_path / "loop1" / "results", f"{tmp_path}/loop1 is a loop of symbolic links"),
+        "long name": (tmp_path / ("a" * 256), f"the name {'a' * 24}... is 256 bytes, longer than the 255 a file system "
+                                              "takes"),
+    }[kind]
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY.format(storage=storage))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    if command == "tune":
+        sweep = tmp_path / "sweep.yaml"
+        sweep.write_text(f"base: tiny.yaml\nsearch: {{algorithm: random, num_samples: 1}}\nspace: {{training.lr: "
+                         f"{{distribution: choice, values: [0.001]}}}}\ncheckpoint: {{storage_path: {storage}}}\n")
+        before.append("sweep.yaml")
+        args, field, line = ["tune", str(sweep)], "checkpoint.storage_path", f"{sweep}:4"
+    else:
+        args, field, line = ["train", str(config)], "experiment.storage_path", f"{config}:1"
+    result = runner.invoke(app, [*args, *(["--dry-run"] if dry else [])])
+    assert result.exit_code == 2, result.output
+    assert f"{line}: {field}: not writable: {said}" in " ".join(result.output.split()), result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before)
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not Path("/proc/self").is_dir(), reason="needs root and /proc")
 def test_proc_is_unwritable_even_for_root(tmp_path, no_ray_start):
     # os.access says yes to root here; a real write does not.
