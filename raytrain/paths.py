@@ -83,6 +83,33 @@ def probe_writable(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+_HELD: dict[Path, int] = {}
+"""The folders this process holds (`hold_folder`), with the descriptor that holds each."""
+
+
+def hold_folder(path: Path) -> bool:
+    """Hold the folder `path` for this process until it exits (an exclusive `flock` of the folder itself, which the
+    kernel lets go of when the process ends, killed or not); False where another process holds it.
+
+    A run's and a sweep's drivers record themselves in a file (run.json, driver.json) only some seconds after they
+    start; two commands started within those seconds both went on in one folder. A file system that has no such
+    lock for a folder (NFS) holds nothing here, and the file alone tells.
+    """
+    import errno
+    import fcntl
+
+    if path in _HELD:
+        return True
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        return exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
+    _HELD[path] = fd
+    return True
+
+
 def inside(base: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
     """Whether `path`, resolved (symlinks and ``..`` followed), is `base` or below it."""
     resolved_base = Path(os.path.expanduser(os.fspath(base))).resolve()

@@ -450,26 +450,12 @@ class RunFolder:
         return status
 
     def claim(self) -> bool:
-        """Hold the folder for this process until it exits (an exclusive `flock` of the folder itself, which the
-        kernel lets go of when the process ends, killed or not); False where another process holds it.
+        """Hold the folder for this process (`hold_folder`): run.json says `running` only once the algorithm is
+        built, seconds after the start, and two resumes of one run started within those seconds both trained, each
+        over the other's checkpoints and rows. False where another process holds it."""
+        from raytrain.paths import hold_folder
 
-        run.json says `running` only once the algorithm is built, seconds after the start: two resumes of one run
-        started within those seconds both trained, each over the other's checkpoints and rows. A file system that
-        has no such lock for a folder (NFS) is not held, and run.json's record alone tells.
-        """
-        import errno
-        import fcntl
-
-        if self.path in _CLAIMED:
-            return True
-        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            return exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
-        _CLAIMED[self.path] = fd
-        return True
+        return hold_folder(self.path)
 
     def set_aside_after(self, checkpoint: Path, stamp: str) -> str | None:
         """Move the checkpoint folders numbered after `checkpoint`, which a resume from it passes over as
@@ -578,8 +564,6 @@ def metrics_rows(path: Path) -> list[dict]:
     return rows
 
 
-_CLAIMED: dict[Path, int] = {}
-"""The run folders this process holds (`RunFolder.claim`), with the descriptor that holds each."""
 SET_ASIDE = "not_resumed"
 """The folder of a run folder that `RunFolder.set_aside_after` moves checkpoints into."""
 

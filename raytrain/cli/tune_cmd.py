@@ -120,6 +120,10 @@ def run(
         out.print(f"# experiment folder: {loaded.experiment_dir}", markup=False)
         return
 
+    held = loaded.take_free_name(hold=True)  # made and held now: another sweep of this name may be starting
+    if held:
+        say([held])
+        plan_ = plan(loaded)
     from raytrain.tune.run import run_sweep
 
     def started(where: str) -> None:

@@ -69,13 +69,26 @@ class LoadedSweep:
             )
         return [ConfigIssue(where, key, problem)] if problem else []
 
-    def take_free_name(self) -> str | None:
+    def take_free_name(self, hold: bool = False) -> str | None:
         """If the experiment folder already holds an experiment, move this sweep to `<name>_2`, `_3`, ...
+
+        With `hold` (a sweep about to start here), the folder chosen is made and held for this process
+        (`hold_folder`), and one another process holds is taken too: of two sweeps of one name started together,
+        the second found the name still free, started Ray, and failed (exit 1) once the first had written its state.
 
         Returns a notice when the name changed. Nothing in the existing folder is touched.
         """
+        from raytrain.paths import hold_folder
+
         def used(path: Path) -> bool:
-            return path.exists() and any(path.iterdir())
+            if path.exists() and any(path.iterdir()):
+                return True
+            if not hold:
+                return False
+            if path.is_symlink():  # not made here (name_issues says where such a link leads)
+                return True
+            path.mkdir(parents=True, exist_ok=True)
+            return not hold_folder(path) or any(path.iterdir())
 
         if not used(self.experiment_dir):
             return None
@@ -86,7 +99,8 @@ class LoadedSweep:
         self.sweep.name = f"{base}_{i}"
         if issues := self.name_issues():  # `<name>_<i>` may be a symlink that leads out
             raise ConfigError(issues)
-        return f"notice: {old} already holds {_experiment_there(old)}; this sweep goes to {self.experiment_dir}"
+        there = _experiment_there(old) if any(old.iterdir()) else "a sweep another raytrain process is starting now"
+        return f"notice: {old} already holds {there}; this sweep goes to {self.experiment_dir}"
 
     def import_paths(self) -> list[str]:
         """The user's code the sweep names by import path: the env's class and PBT's explore function."""

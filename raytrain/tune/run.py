@@ -266,6 +266,7 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     from raytrain.config.load import load_source
     from raytrain.config.source import Source
     from raytrain.errors import ConfigError, ConfigIssue, UsageError
+    from raytrain.paths import hold_folder, probe_writable
     from raytrain.rllib.translate import build_ppo_config
     from raytrain.runs import where_it_imported
 
@@ -281,6 +282,10 @@ def check_resume(exp_dir: str | Path) -> Resumable:
                          "was changed")
     if warning:
         print(warning, file=sys.stderr)
+    if exp_dir.is_dir() and not hold_folder(exp_dir):  # its driver.json comes seconds after its start
+        raise UsageError(f"{exp_dir} is being run right now, by another raytrain process of this machine, which holds "
+                         "the folder (it started moments ago): two drivers of one sweep stop each other's trials. Let "
+                         "it end, or stop it, then resume; nothing was changed")
     if not tune.Tuner.can_restore(str(exp_dir)):
         raise UsageError(
             f"{exp_dir} has no Tune experiment state to resume from (no tuner.pkl): the sweep never "
@@ -303,6 +308,9 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     finished = state.finished(exp_dir, meta.get("plan"))
     if finished is not None:  # nothing will be built: RLlib's checks (seconds of imports) are not needed
         return Resumable(exp_dir, cfg, finished)
+    problem = probe_writable(exp_dir)
+    if problem:  # found once Ray had started, by the first write (command.txt), exit 1
+        raise UsageError(f"cannot resume in {exp_dir}: {problem}; nothing was changed")
     try:
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends

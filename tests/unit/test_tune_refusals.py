@@ -1,7 +1,12 @@
 """`raytrain tune` and `tune resume|status|plot`: every config or usage error exits 2 before Ray starts, with
 nothing written, and the experiment folder never leaves checkpoint.storage_path."""
 
+import contextlib
 import os
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -778,3 +783,63 @@ def test_the_rows_after_a_checkpoint_are_split_off_result_json_and_progress_csv(
     kept, later = _rows_after(progress, 1)
     assert kept == ["a,training_iteration,config/x\n", '1,1,"[1, 2]"\n'] and later == ['1,2,"a,b"\n', "1,3,x\n"]
     assert _rows_after(tmp_path / "missing.csv", 1) == ([], [])
+
+
+HOLDS = ("import sys, time\nfrom pathlib import Path\nfrom raytrain.paths import hold_folder\n"
+         "assert hold_folder(Path(sys.argv[1]))\nprint('held', flush=True)\ntime.sleep(60)")
+
+
+@contextlib.contextmanager
+def held_by_another_process(folder: Path):
+    """`folder` held (`hold_folder`) by a process of its own, as a driver that has just started holds it."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDS, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_resume_of_a_sweep_another_process_has_just_started_exits_2_before_ray(sweep, tmp_path):
+    """Its driver.json comes seconds after its start: a second `tune resume` within them started Ray, appended to
+    command.txt, and failed (exit 1) advising a new sweep's remedy."""
+    exp = _experiment_with_trials(sweep, ["TERMINATED", "PAUSED"])
+    before = {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()}
+    with held_by_another_process(exp):
+        result = invoke("tune", "resume", str(exp))
+    assert result.exit_code == 2, result.output
+    assert (f"{exp} is being run right now, by another raytrain process of this machine, which holds the folder (it "
+            "started moments ago)") in " ".join(result.output.split())
+    assert {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()} == before
+    assert not ray_started()
+
+
+def test_a_new_sweep_takes_the_next_name_where_another_process_is_starting_one(sweep, tmp_path):
+    """Two sweeps of one name started together both found the name free; the second started Ray and failed (exit 1),
+    told to resume the first, once that had written its state."""
+    from raytrain.config.sweep_load import load_sweep
+
+    path = sweep("name: same\nspace: {training.lr: {distribution: choice, values: [0.001]}}\n")
+    first = tmp_path / "results" / "same"
+    first.mkdir(parents=True)
+    with held_by_another_process(first):
+        loaded = load_sweep(path)
+        assert loaded.take_free_name() is None  # a dry run: nothing made, nothing held
+        said = loaded.take_free_name(hold=True)
+    assert said == (f"notice: {first} already holds a sweep another raytrain process is starting now; this sweep goes "
+                    f"to {tmp_path / 'results' / 'same_2'}")
+    assert loaded.experiment_dir == tmp_path / "results" / "same_2" and loaded.experiment_dir.is_dir()
+    assert load_sweep(path).take_free_name(hold=True) is None  # free again once its process ended
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a mount namespace)")
+def test_resume_of_a_sweep_in_a_read_only_folder_exits_2_before_ray(sweep, tmp_path):
+    """It started Ray and failed writing command.txt (exit 1); `train --resume` said it before Ray."""
+    exp = _experiment_with_trials(sweep, ["TERMINATED", "PAUSED"])
+    script = f"mount --bind -o ro {shlex.quote(str(exp))} {shlex.quote(str(exp))} && exec {shlex.quote(sys.executable)} -m raytrain tune resume \"$1\""
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", str(exp)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"cannot resume in {exp}: not writable: cannot create a file in {exp} (Read-only file system)" in \
+        " ".join(done.stderr.split()), done.stderr[-3000:]
