@@ -427,7 +427,11 @@ class RunFolder:
         status = self.status()
         status.update(fields)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(status, indent=2, default=str) + "\n")
+        try:
+            tmp.write_text(json.dumps(status, indent=2, default=str) + "\n")
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk left it, empty
+            raise
         tmp.replace(path)
 
     def status(self) -> dict:

@@ -6,6 +6,7 @@ per iteration; sweeps go through Tune (raytrain.tune).
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -538,7 +539,19 @@ class Trainer:
             self.on_interrupted(outcome)
             return outcome
         except Exception as exc:
-            folder.set_status(status="failed", error=f"{type(exc).__name__}: {exc}")
+            full = exc.errno if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) else None
+            try:
+                folder.set_status(status="failed", error=f"{type(exc).__name__}: {exc}")
+            except OSError:
+                if full is None:
+                    raise
+            if full is not None:  # Python's own error named neither the run nor what to do; run.json could not say it either
+                latest = folder.latest_checkpoint()
+                kept = f"its last complete checkpoint is {latest.name}" if latest else "it has no complete checkpoint yet"
+                raise TrainError(
+                    f"{os.strerror(full)} in {folder.path}, at iteration {iteration} ({kept}): free space there (or "
+                    f"keep fewer checkpoints, experiment.num_to_keep), then `raytrain train --resume {folder.path}`"
+                ) from exc
             raise
         folder.set_status(
             status=status, reason=reason, iteration=iteration, last_checkpoint=str(last_checkpoint or "")

@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -239,6 +241,30 @@ def test_a_resume_past_an_unreadable_newest_checkpoint_saves_that_iteration_agai
             f"{aside[0]}: the run writes those iterations again") in said
     assert json.loads((broken / "raytrain_state.json").read_text())["iteration"] == 3  # saved again, complete
     assert "exists already" not in said
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a mount namespace)")
+def test_a_full_disk_is_said_with_the_run_folder_and_its_resume(tmp_path):
+    """It was Python's `OSError: [Errno 28] No space left on device`, exit 1, no run folder named, run.json left
+    `running` and an empty run.tmp beside it."""
+    storage = tmp_path / "full"
+    storage.mkdir()
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL.format(storage=storage).replace("checkpoint_frequency: 2", "checkpoint_frequency: 1")
+                      .replace("stop: {training_iteration: 2}", "stop: {training_iteration: 200}"))
+    script = (f"mount -t tmpfs -o size=600k tmpfs {shlex.quote(str(storage))} && "
+              f"{shlex.quote(sys.executable)} -m raytrain train {shlex.quote(str(config))}; rc=$?; "
+              f"cp -r {shlex.quote(str(storage))} {shlex.quote(str(tmp_path / 'copy'))}; exit $rc")
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 1, done.stderr[-3000:]
+    (run,) = (tmp_path / "copy" / "small").iterdir()
+    said = " ".join(done.stderr.split())
+    latest = max(p.name for p in (run / "checkpoints").glob("checkpoint_*") if p.name[-1].isdigit())
+    assert re.search(rf"error: No space left on device in {storage}/small/{run.name}, at iteration \d+ \(its last "
+                     rf"complete checkpoint is {latest}\): free space there \(or keep fewer checkpoints, "
+                     rf"experiment.num_to_keep\), then `raytrain train --resume {storage}/small/{run.name}`", said), said[-2000:]
+    assert not (run / "run.tmp").exists()
 
 
 def test_metrics_list_matches_a_live_result(ray_session, tmp_path):
