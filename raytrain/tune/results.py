@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -246,6 +247,28 @@ def _trial_states(exp_dir: Path) -> dict[str, dict]:
     return out
 
 
+_WARNED: set[Path] = set()
+
+
+def _params(path: Path) -> dict | None:
+    """A trial's params.json (the config Tune gave it), or None where it cannot be read: said once per process, on
+    stderr. One damaged file (empty, cut short) failed `tune status`, `plot` and `resume` with Python's
+    JSONDecodeError and no file named, and hid the whole leaderboard."""
+    try:
+        params = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else getattr(exc, "strerror", None) or str(exc)
+    else:
+        if isinstance(params, dict):
+            return params
+        why = f"not a JSON object but {type(params).__name__}"
+    if path not in _WARNED:
+        _WARNED.add(path)
+        print(f"warning: {path} cannot be read ({why}): its trial is shown with the hyperparameters Tune's state "
+              "records", file=sys.stderr)
+    return None
+
+
 def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
     """The experiment's metadata and one summary per trial, best first."""
     exp_dir = Path(exp_dir).expanduser().absolute()  # a relative folder is fine; the paths shown are absolute
@@ -256,13 +279,13 @@ def summarize(exp_dir: str | Path) -> tuple[dict, list[TrialSummary]]:
     for params in sorted(exp_dir.glob("*/params.json")):
         trial_dir = params.parent
         rows = result_rows(trial_dir)
-        config = json.loads(params.read_text())
+        config = _params(params)
         last = rows[-1] if rows else {}
         # A folder the newest state does not list held a trial that `--restart-errored` replaced.
         recorded = states.get(trial_dir.name, {"status": "REPLACED" if states else "UNKNOWN"})
         trial_id = recorded.get("trial_id") or last.get("trial_id") or trial_dir.name.rsplit("_", 1)[-1]
         values = [v for v in (finite(metric_value(r, metric)) for r in rows) if v is not None]
-        overrides = config.get(TRIAL_KEY, {}).get("overrides", {})
+        overrides = config.get(TRIAL_KEY, {}).get("overrides", {}) if config is not None else recorded.get("overrides", {})
         # The latest config of a PBT trial is in its last result.
         if isinstance(last.get("config"), dict) and TRIAL_KEY in last["config"]:
             overrides = last["config"][TRIAL_KEY].get("overrides", overrides)
@@ -316,9 +339,9 @@ def pbt_lineage(exp_dir: Path, trial: TrialSummary) -> list[tuple[int, dict]]:
     """
     policy = Path(exp_dir) / f"pbt_policy_{trial.trial_id}.txt"
     params_file = Path(trial.path) / "params.json"
-    if not params_file.is_file():  # it failed before its first result
+    params = _params(params_file) if params_file.is_file() else None
+    if params is None:  # it failed before its first result, or the file cannot be read
         return [(0, trial.hyperparameters)]
-    params = json.loads(params_file.read_text())
     lines = []
     if policy.is_file():
         for line in policy.read_text().splitlines():

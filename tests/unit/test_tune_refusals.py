@@ -843,3 +843,29 @@ def test_resume_of_a_sweep_in_a_read_only_folder_exits_2_before_ray(sweep, tmp_p
     assert done.returncode == 2, done.stderr[-3000:]
     assert f"cannot resume in {exp}: not writable: cannot create a file in {exp} (Read-only file system)" in \
         " ".join(done.stderr.split()), done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("text", ["", "{", "[1]"])
+def test_status_and_plot_of_a_sweep_with_a_damaged_params_json_show_every_trial(sweep, tmp_path, text):
+    """It failed `tune status`, `tune plot` and a finished sweep's `resume` with JSONDecodeError, exit 1, no file named,
+    and hid the whole leaderboard."""
+    import json
+
+    exp = _experiment_with_trials(sweep, ["TERMINATED", "TERMINATED"])
+    for i, params in enumerate([text, json.dumps({"raytrain": {"overrides": {"training.lr": 0.002}}})]):
+        trial = exp / f"done_0000{i}"
+        trial.mkdir()
+        (trial / "params.json").write_text(params)
+        (trial / "result.json").write_text(json.dumps({"training_iteration": 1, "trial_id": f"0000{i}",
+                                                       "env_runners": {"episode_return_mean": 20.0 + i}}) + "\n")
+    for command in ("status", "plot"):
+        result = invoke("tune", command, str(exp))
+        assert result.exit_code == 0, result.output
+        if command == "status":
+            said = " ".join(result.output.split())
+            assert f"warning: {exp / 'done_00000' / 'params.json'} cannot be read (" in said
+    listed = invoke("tune", "status", str(exp), "--json")
+    assert listed.exit_code == 0, listed.output
+    trials = json.loads(listed.stdout[listed.stdout.index("{"):])["trials"]
+    assert sorted((t["name"], t["hyperparameters"]) for t in trials) == [("done_00000", {}),
+                                                                          ("done_00001", {"training.lr": 0.002})]
