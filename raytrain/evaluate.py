@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from raytrain.config.load import load_config, load_source
 from raytrain.config.schema import RaytrainConfig
 from raytrain.config.source import Source, override_text
-from raytrain.errors import ConfigError, ConfigIssue, UsageError
+from raytrain.errors import ConfigError, ConfigIssue, TrainError, UsageError
 from raytrain.runs import (
     COPIED_IN_PART,
     STATE_FILE,
@@ -180,6 +180,10 @@ class EvalPlan:
 
     checkpoint: Path
     config: RaytrainConfig
+    given: str | None = None
+    """What the user named, where it was a folder `checkpoint` was chosen from (a run's, a trial's, a sweep's):
+    chosen again if a run training there deletes it meanwhile (experiment.num_to_keep)."""
+    seed: int | None = None
 
 
 def plan_eval(checkpoint: str | Path, seed: int | None = None, on_skip: Callable[[str], None] | None = None) -> EvalPlan:
@@ -208,7 +212,8 @@ def plan_eval(checkpoint: str | Path, seed: int | None = None, on_skip: Callable
         build_ppo_config(cfg).validate()
     except Exception as exc:  # RLlib raises ValueError and friends
         raise ConfigError([ConfigIssue(str(config_file), "", f"RLlib rejects the config: {exc}")]) from None
-    return EvalPlan(ckpt, cfg)
+    given = None if Path(checkpoint).expanduser().absolute() == ckpt.absolute() else str(checkpoint)
+    return EvalPlan(ckpt, cfg, given, seed)
 
 
 @contextmanager
@@ -238,6 +243,19 @@ def evaluate(
 ) -> EvalResult:
     """Run `episodes` fresh episodes with the checkpoint's policy in this process (Ray must be connected)."""
     plan = checkpoint if isinstance(checkpoint, EvalPlan) else plan_eval(checkpoint, seed)
+    try:
+        return _episodes(plan, episodes, explore)
+    except Exception:
+        if plan.checkpoint.exists():
+            raise
+    # Deleted since it was chosen: a run training into that folder keeps only its newest (experiment.num_to_keep).
+    if plan.given is None:
+        raise TrainError(f"{plan.checkpoint} was deleted while eval loaded it (a run training there keeps only its "
+                         "newest checkpoints, experiment.num_to_keep): give a newer one, or the run folder")
+    return _episodes(plan_eval(plan.given, plan.seed), episodes, explore)
+
+
+def _episodes(plan: EvalPlan, episodes: int, explore: bool) -> EvalResult:
     with evaluation_algorithm(plan) as algo:
         runner = algo.env_runner
         done = runner.sample(num_episodes=episodes, explore=explore, random_actions=False)

@@ -267,6 +267,30 @@ def test_a_full_disk_is_said_with_the_run_folder_and_its_resume(tmp_path):
     assert not (run / "run.tmp").exists()
 
 
+def test_eval_of_a_run_whose_checkpoint_is_pruned_meanwhile_takes_the_newest(ray_session, small_config):
+    """eval chooses the checkpoint before Ray starts; a run training there with num_to_keep deleted it meanwhile, and
+    eval failed with FileNotFoundError, exit 1."""
+    from raytrain.errors import TrainError
+    from raytrain.evaluate import evaluate, plan_eval
+
+    path, _ = small_config
+    result = invoke(["train", str(path), "--set", "experiment.checkpoint_frequency=1"])
+    assert result.exit_code == 0, result.output
+    run = _run_dir(result.stdout)
+    plan = plan_eval(run)
+    exact = plan_eval(run / "checkpoints" / "checkpoint_000002")
+    assert plan.checkpoint.name == "checkpoint_000002"
+    newer = run / "checkpoints" / "checkpoint_000003"
+    shutil.copytree(plan.checkpoint, newer)  # as the training run's next checkpoint
+    state = json.loads((newer / "raytrain_state.json").read_text())
+    (newer / "raytrain_state.json").write_text(json.dumps({**state, "iteration": 3}))
+    shutil.rmtree(plan.checkpoint)  # as its num_to_keep prunes it
+    got = evaluate(plan, episodes=1)
+    assert got.checkpoint == str(newer) and got.episodes == 1
+    with pytest.raises(TrainError, match="checkpoint_000002 was deleted while eval loaded it"):
+        evaluate(exact, episodes=1)
+
+
 def test_metrics_list_matches_a_live_result(ray_session, tmp_path):
     """The stop-key check relies on raytrain.metrics; a Ray upgrade that renames metrics must fail here."""
     from raytrain.config.load import load_source
