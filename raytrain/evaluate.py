@@ -226,6 +226,7 @@ def evaluation_algorithm(plan: EvalPlan) -> Iterator[Algorithm]:
     """
     from raytrain.rllib.algorithm import algorithm
     from raytrain.rllib.translate import build_ppo_config
+    from raytrain.training import restore
 
     config = build_ppo_config(plan.config)
     if plan.config.env_runners.observation_filter == "MeanStdFilter":
@@ -234,7 +235,7 @@ def evaluation_algorithm(plan: EvalPlan) -> Iterator[Algorithm]:
         frozen = frozen_flat_mean_std_filter if plan.config.env_runners.flatten_observations else frozen_mean_std_filter
         config.env_runners(env_to_module_connector=frozen)
     with algorithm(config) as algo:
-        algo.restore_from_path(str(plan.checkpoint))
+        restore(algo, plan.checkpoint, "evaluate another checkpoint")
         yield algo
 
 

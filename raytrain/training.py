@@ -53,6 +53,20 @@ class TrainOutcome:
     final_metrics: dict[str, Any] = field(default_factory=dict)
 
 
+def restore(algo: Any, checkpoint: Path, instead: str) -> None:
+    """RLlib's restore of `checkpoint` into `algo`; what fails is said with the checkpoint and `instead` (what to do).
+
+    Raises:
+        TrainError: the restore failed: a damaged file (cut short by a full disk or a copy) was Python's own error
+            (`UnpicklingError: pickle data was truncated`), naming no checkpoint.
+    """
+    try:
+        algo.restore_from_path(str(checkpoint))
+    except Exception as exc:
+        raise TrainError(f"cannot restore {checkpoint}: {type(exc).__name__}: {exc}; a file of it may be damaged (cut "
+                         f"short by a full disk or a copy): {instead}") from exc
+
+
 def trial_bundles(cfg: RaytrainConfig) -> list[dict[str, float]]:
     """What RLlib asks Ray for (its defaults included, e.g. PPO's 2 env runners when none are set): the main
     process's bundle first, then one per env runner, remote learner and evaluation runner."""
@@ -404,7 +418,7 @@ class Trainer:
         self.algo = self._built.enter_context(algorithm(build_ppo_config(self.cfg)))
         if restore_from is not None:
             restore_from = absolute(restore_from)  # pyarrow refuses a relative path ("URI has empty scheme")
-            self.algo.restore_from_path(str(restore_from))
+            restore(self.algo, restore_from, "move it out of checkpoints/ to resume from the one before it")
             state = read_state(restore_from)
             # RLlib restores the iteration count; the time and our running-mean window are ours.
             self.algo._time_total = float(state.get("time_total_s", 0.0))

@@ -291,6 +291,25 @@ def test_eval_of_a_run_whose_checkpoint_is_pruned_meanwhile_takes_the_newest(ray
         evaluate(exact, episodes=1)
 
 
+def test_a_checkpoint_whose_weights_are_cut_short_is_said_by_name(ray_session, small_config):
+    """Resume and eval failed with Python's `UnpicklingError: pickle data was truncated`, naming no checkpoint."""
+    path, _ = small_config
+    result = invoke(["train", str(path), "--set", "experiment.checkpoint_frequency=1"])
+    assert result.exit_code == 0, result.output
+    run = _run_dir(result.stdout)
+    checkpoint = run / "checkpoints" / "checkpoint_000002"
+    weights = checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    for args, instead in ((["train", "--resume", str(run), "--set", "stop.training_iteration=3"],
+                           "move it out of checkpoints/ to resume from the one before it"),
+                          (["eval", str(run), "--episodes", "1"], "evaluate another checkpoint")):
+        result = invoke(args)
+        assert result.exit_code == 1, result.output
+        said = " ".join(result.output.split())
+        assert f"error: cannot restore {checkpoint}: " in said and f"a file of it may be damaged (cut short by a full " \
+            f"disk or a copy): {instead}" in said, said
+
+
 def test_metrics_list_matches_a_live_result(ray_session, tmp_path):
     """The stop-key check relies on raytrain.metrics; a Ray upgrade that renames metrics must fail here."""
     from raytrain.config.load import load_source
