@@ -179,8 +179,14 @@ def prepare(
         from raytrain.metrics import met_stop, stop_reached
         from raytrain.runs import MetricsWriter, read_state
 
-        iteration = read_state(checkpoint)["iteration"]
+        state = read_state(checkpoint)
+        iteration = state["iteration"]
         row: dict[str, Any] = next((r for r in reversed(MetricsWriter(folder).rows) if r.get("training_iteration") == iteration), {})
+        # What the checkpoint itself records, where metrics.jsonl lacks its row (deleted, or cut short)
+        saved = {"training_iteration": iteration, "time_total_s": state.get("time_total_s"),
+                 "num_env_steps_sampled_lifetime": state.get("num_env_steps_sampled_lifetime"),
+                 cfg.return_metric: state.get(cfg.return_metric)}
+        row = {**{k: v for k, v in saved.items() if v is not None}, **row}
         if (key := met_stop(row, cfg.stop)) is not None:
             finished = (key, str(stop_reached(row, cfg.stop)))
     return PreparedTrain(cfg, calls, address, where, folder, checkpoint, None if folder else run_dir, loaded.source, finished)

@@ -402,6 +402,7 @@ class Trainer:
         self._built = ExitStack()  # stops it (and removes its scratch folder) in stop()
         self.time_offset = 0.0
         self._saved: set[Path] = set()  # the checkpoints this trainer wrote
+        self._restored_steps: int | None = None  # the env steps of the checkpoint restored
 
     def build(self, restore_from: Path | None = None) -> None:
         """Build the Algorithm (Ray must be connected) and restore a checkpoint if given."""
@@ -420,6 +421,7 @@ class Trainer:
             restore_from = absolute(restore_from)  # pyarrow refuses a relative path ("URI has empty scheme")
             restore(self.algo, restore_from, "move it out of checkpoints/ to resume from the one before it")
             state = read_state(restore_from)
+            self._restored_steps = state.get("num_env_steps_sampled_lifetime")
             # RLlib restores the iteration count; the time and our running-mean window are ours.
             self.algo._time_total = float(state.get("time_total_s", 0.0))
             cb = find(self.algo)
@@ -479,8 +481,8 @@ class Trainer:
         iteration = self.algo.iteration
         last_checkpoint: Path | None = folder.latest_checkpoint()
         metrics: dict[str, Any] = {}
-        prev_steps = None
-        if writer.rows:
+        prev_steps = self._restored_steps  # where metrics.jsonl has no row (deleted): the steps/s of the first
+        if writer.rows:                     # iteration counted every step since the start
             prev_steps = writer.rows[-1].get("num_env_steps_sampled_lifetime")
         folder.set_status(status="running", pid=os.getpid(), host=socket.gethostname(),
                           started=time.strftime("%Y-%m-%d %H:%M:%S"))

@@ -676,11 +676,14 @@ def _rows(run: Path, iterations: int, **last: float) -> None:
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_resume_of_a_run_that_reached_its_stop_changes_nothing(run_dir, no_ray_start):
+@pytest.mark.parametrize("rows", [2, 0, 1], ids=["metrics", "no metrics.jsonl", "its row missing"])
+def test_resume_of_a_run_that_reached_its_stop_changes_nothing(run_dir, no_ray_start, rows):
     """It trained one more iteration past its stop, wrote a checkpoint and a command line, and said the stop was
-    reached again: a finished run has nothing to resume unless a stop criterion is raised."""
+    reached again: a finished run has nothing to resume unless a stop criterion is raised. Its checkpoint's own
+    record tells where metrics.jsonl lacks the checkpoint's row (it trained on)."""
     _checkpoint(run_dir, "checkpoint_000002", 2)
-    _rows(run_dir, 2)
+    if rows:
+        _rows(run_dir, rows)
     before = _snapshot(run_dir)
     result = runner.invoke(app, ["train", "--resume", str(run_dir)])
     assert result.exit_code == 0, result.output
