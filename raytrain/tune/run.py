@@ -122,6 +122,49 @@ def _driving(exp_dir: Path) -> Iterator[None]:
         release_driver(exp_dir)
 
 
+def _fit(tuner: Any, exp_dir: Path) -> None:
+    """`tuner.fit()`; a failure on a full disk is said as such, with the resume.
+
+    Tune itself then wrote empty error files and failed reading them back: `EOFError: Ran out of input`, with no word
+    of the disk.
+    """
+    try:
+        tuner.fit()
+    except Exception as exc:
+        full = _disk_full(exp_dir, exc)
+        if full is None:
+            raise
+        raise SweepError(f"{full} in {exp_dir}: free space there (or keep fewer checkpoints, checkpoint.num_to_keep), "
+                         f"then `raytrain tune resume {exp_dir}`") from exc
+
+
+def _disk_full(exp_dir: Path, exc: BaseException) -> str | None:
+    """`No space left on device` (or the quota's words) where `exc`, or a trial's error file, says the disk of
+    `exp_dir` filled up, or it has no space left now; else None."""
+    import errno
+
+    codes = (errno.ENOSPC, errno.EDQUOT)
+    said = [os.strerror(code) for code in codes]
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in codes:
+            return os.strerror(seen.errno)
+        seen = seen.__cause__ or seen.__context__
+    for error in exp_dir.glob("*/error.txt"):
+        try:
+            text = error.read_text(errors="replace")
+        except OSError:
+            continue
+        if found := next((words for words in said if words in text), None):
+            return found
+    try:
+        if os.statvfs(exp_dir).f_bavail == 0:
+            return said[0]
+    except OSError:
+        pass
+    return None
+
+
 def release_driver(exp_dir: Path) -> None:
     """Remove `driver.json` where it names this process: the sweep's driver is ending."""
     if driver_record(exp_dir).get("pid") == os.getpid():
@@ -220,7 +263,7 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
             random.seed(loaded.sweep.search.seed)
             np.random.seed(loaded.sweep.search.seed)
         tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s), StateBackup()])
-        tuner.fit()
+        _fit(tuner, exp_dir)
     finish(exp_dir)
     return exp_dir
 
@@ -353,7 +396,7 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
         restart_errored=restart_errored,
     )
     with _driving(exp_dir):
-        tuner.fit()
+        _fit(tuner, exp_dir)
     finish(exp_dir)
     return exp_dir
 

@@ -2,6 +2,8 @@
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -726,3 +728,21 @@ def test_reused_actor_rebuilds_when_no_checkpoint_follows_or_a_built_setting_cha
     assert algo.env_runner is not runner
     assert algo.config.gamma == 0.9
     algo.stop()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a mount namespace)")
+def test_a_sweep_on_a_full_disk_says_so_with_its_resume(workdir, tmp_path):
+    """Tune wrote empty error files and failed reading them back: `EOFError: Ran out of input`, exit 1, no word of
+    the disk."""
+    path = workdir("name: full\nsearch: {algorithm: random, num_samples: 2}\n"
+                   "space: {training.lr: {distribution: choice, values: [0.001, 0.002]}}\n", stop=200)
+    storage = tmp_path / "results"
+    storage.mkdir()
+    script = (f"mount -t tmpfs -o size=600k tmpfs {shlex.quote(str(storage))} && exec {shlex.quote(sys.executable)} "
+              f"-m raytrain tune {shlex.quote(str(path))}")
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 1, done.stderr[-3000:]
+    said = " ".join(done.stderr.split())
+    assert (f"error: No space left on device in {storage}/full: free space there (or keep fewer checkpoints, "
+            f"checkpoint.num_to_keep), then `raytrain tune resume {storage}/full`") in said, said[-3000:]
