@@ -108,6 +108,9 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
     if (p / LEADERBOARD_FILE).is_file():
         best = _best_checkpoint(p)
         if best is not None:
+            if on_skip is not None and (left := _unfinished(p)):
+                on_skip(f"note: {path} has not finished ({left}; `raytrain tune resume {path}` continues it): its best "
+                        "trial so far is evaluated")
             return best
         raise UsageError(f"{path}: no trial on its leaderboard has a checkpoint (nothing to evaluate)")
     if (p / META_FILE).is_file():
@@ -134,15 +137,30 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
                      "trial or experiment folder with checkpoints")
 
 
+def _unfinished(exp_dir: Path) -> str | None:
+    """How many of the sweep's trials Tune's newest state has not finished (`N of M trials`), where it says so."""
+    from raytrain.tune import state
+
+    statuses = [trial.get("status") for trial, _ in state.trials(exp_dir)]
+    left = sum(status != "TERMINATED" for status in statuses)
+    return f"{left} of its {len(statuses)} trials not finished" if left else None
+
+
 def _best_checkpoint(exp_dir: Path) -> Path | None:
     """The checkpoint of the best-ranked trial that has one on the sweep's leaderboard.json (as `raytrain tune`
-    printed it), found in `exp_dir` even when the experiment folder was moved since."""
+    printed it), found in `exp_dir` even when the experiment folder was moved since.
+
+    Raises:
+        UsageError: leaderboard.json cannot be read (it was said as a leaderboard with no checkpoint).
+    """
     import json
 
     try:
         board = json.loads((exp_dir / LEADERBOARD_FILE).read_text())
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise UsageError(f"{exp_dir / LEADERBOARD_FILE} cannot be read ({why}): give one of the sweep's trial folders "
+                         f"(`raytrain tune status {exp_dir}` ranks them)") from None
     for entry in board if isinstance(board, list) else []:
         recorded = entry.get("checkpoint") if isinstance(entry, dict) else None
         if not isinstance(recorded, str) or not recorded:

@@ -397,6 +397,32 @@ def test_eval_finds_a_sweep_trials_checkpoint_and_its_config(tmp_path, no_ray_st
     assert plan_eval(exp).checkpoint == trial / "checkpoint_000004"
 
 
+def test_eval_of_a_sweep_whose_leaderboard_cannot_be_read_exit_2_saying_so(tmp_path, no_ray_start):
+    """It said `no trial on its leaderboard has a checkpoint`: the file could not be read at all."""
+    exp = tmp_path / "results" / "sweep"
+    _sweep_trial(exp, "sweep_0001", 2)
+    (exp / "leaderboard.json").write_text('[{"name": ')
+    result = runner.invoke(app, ["eval", str(exp)])
+    assert result.exit_code == 2, result.output
+    assert (f"{exp / 'leaderboard.json'} cannot be read (Expecting value): give one of the sweep's trial folders "
+            f"(`raytrain tune status {exp}` ranks them)") in " ".join(result.output.split())
+
+
+def test_eval_of_a_sweep_stopped_with_trials_left_says_its_best_so_far_is_evaluated(tmp_path, no_ray_start):
+    """A sweep stopped by Ctrl-C has a leaderboard; its best trial so far was evaluated without a word."""
+    from raytrain.evaluate import plan_eval
+
+    exp = tmp_path / "results" / "sweep"
+    trial = _sweep_trial(exp, "sweep_0001", 2)
+    (exp / "leaderboard.json").write_text(json.dumps([{"name": "sweep_0001", "checkpoint": str(trial / "checkpoint_000001")}]))
+    data = [[json.dumps({"relative_logdir": f"sweep_000{i}", "status": s}), "{}"] for i, s in enumerate(["TERMINATED", "PAUSED"], 1)]
+    (exp / "experiment_state-2026-12-02_01-00-00.json").write_text(json.dumps({"trial_data": data}))
+    said: list[str] = []
+    assert plan_eval(exp, on_skip=said.append).checkpoint == trial / "checkpoint_000001"
+    assert said == [f"note: {exp} has not finished (1 of its 2 trials not finished; `raytrain tune resume {exp}` continues "
+                    "it): its best trial so far is evaluated"]
+
+
 @pytest.mark.parametrize("params", ["", "{", "[]", '{"raytrain": 1}', '{"other": {}}', '{"raytrain": {"overrides": {}}}'])
 def test_eval_of_a_trial_that_is_not_raytrains_exit_2(tmp_path, no_ray_start, params):
     trial = _sweep_trial(tmp_path / "exp", "t", 1, params=params)
