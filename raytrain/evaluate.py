@@ -18,6 +18,7 @@ from raytrain.runs import (
     STATE_FILE,
     RunFolder,
     absolute,
+    config_lost,
     rllib_state_missing,
     run_of_checkpoints,
     runs_held,
@@ -123,6 +124,8 @@ def resolve_checkpoint(path: str | Path, on_skip: Callable[[str], None] | None =
                          f"`raytrain eval {p.parent}`")
     if p.is_file() and (given := file_given_for_results(p, "raytrain eval")):
         raise UsageError(given)
+    if lost := config_lost(p):
+        raise UsageError(lost)
     if held := runs_held(path, "raytrain eval"):
         raise UsageError(held)
     if found := experiments_in(p):

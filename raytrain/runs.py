@@ -341,6 +341,8 @@ class RunFolder:
                 f"{path} is a checkpoint, not a run folder; resume its run: --resume {folder.path.parent.parent}"
             )
         if not (folder.path / "config.yaml").is_file():
+            if lost := config_lost(folder.path):
+                raise UsageError(lost)
             if held := runs_held(path, "raytrain train --resume") or _of_a_sweep(folder.path):
                 raise UsageError(held)
             raise UsageError(
@@ -570,6 +572,20 @@ def metrics_rows(path: Path) -> list[dict]:
 
 SET_ASIDE = "not_resumed"
 """The folder of a run folder that `RunFolder.set_aside_after` moves checkpoints into."""
+
+
+def config_lost(path: Path) -> str | None:
+    """For a run folder that has checkpoints and has lost its config.yaml: what to do (each checkpoint holds the
+    config it was saved with); else None. Such a folder was said to be no run folder, and `eval` took its
+    checkpoints/ for an experiment."""
+    if (path / "config.yaml").exists() or not (path / "checkpoints").is_dir():
+        return None
+    found, _ = RunFolder(path).scan_checkpoints()
+    if not found or not (found[-1] / "config.yaml").is_file():
+        return None
+    return (f"{path} is a run folder that has lost its config.yaml; its newest checkpoint holds the config it was "
+            f"saved with: copy it back (cp {shlex.quote(str(found[-1] / 'config.yaml'))} {shlex.quote(str(path))}/), "
+            "or give the checkpoint itself")
 
 
 class MetricsWriter:

@@ -1088,3 +1088,18 @@ def test_a_train_config_that_writes_no_checkpoint_at_all_is_warned_of(tmp_path, 
         f"warning: {path}:1: experiment.checkpoint_at_end: false with experiment.checkpoint_frequency 0: the run "
         "writes no checkpoint at all (none along the way, at its end or on Ctrl-C), so there is nothing to resume or "
         "evaluate; set checkpoint_at_end: true (the default) or a frequency"]
+
+
+def test_a_run_folder_that_lost_its_config_yaml_is_told_how_to_put_it_back(run_dir, no_ray_start):
+    """`train --resume` said it was no run folder; `eval` took its checkpoints/ for an experiment of 2 runs."""
+    _checkpoint(run_dir, "checkpoint_000001", 1)
+    newest = _checkpoint(run_dir, "checkpoint_000002", 2)
+    (run_dir / "config.yaml").unlink()
+    before = _snapshot(run_dir)
+    for args in (["train", "--resume", str(run_dir)], ["eval", str(run_dir)]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert (f"{run_dir} is a run folder that has lost its config.yaml; its newest checkpoint holds the config it was "
+                f"saved with: copy it back (cp {newest / 'config.yaml'} {run_dir}/), or give the checkpoint itself") \
+            in " ".join(result.output.split()), result.output
+    assert _snapshot(run_dir) == before
