@@ -379,9 +379,17 @@ def _not_driven(exp_dir: Path) -> bool:
 @handle_errors
 def plot_(experiment_dir: Annotated[Path, typer.Argument(help="The experiment folder.")]) -> None:
     """Redraw the PNG plots of a sweep into EXPERIMENT_DIR/plots."""
+    from raytrain.errors import SweepError
     from raytrain.tune.plots import plot
 
-    for path in plot(experiment_dir):
+    try:
+        drawn = plot(experiment_dir)
+    except OSError as exc:  # a file where plots/ goes, a read-only folder: Python's own error, no word of what to do
+        where = exc.filename or Path(experiment_dir) / "plots"
+        raise SweepError(f"cannot write the plots: {where}: {exc.strerror or exc} (the plots go to "
+                         f"{Path(experiment_dir) / 'plots'}/, a folder: move what is there, or make the folder "
+                         "writable)") from exc
+    for path in drawn:
         out.print(str(path), markup=False)
 
 

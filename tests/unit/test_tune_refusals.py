@@ -869,3 +869,14 @@ def test_status_and_plot_of_a_sweep_with_a_damaged_params_json_show_every_trial(
     trials = json.loads(listed.stdout[listed.stdout.index("{"):])["trials"]
     assert sorted((t["name"], t["hyperparameters"]) for t in trials) == [("done_00000", {}),
                                                                           ("done_00001", {"training.lr": 0.002})]
+
+
+def test_plot_where_a_file_holds_the_plots_name_says_so(sweep, tmp_path):
+    """A file named plots where the folder goes: Python's FileExistsError, exit 1, no word of what to do."""
+    exp = _experiment_with_trials(sweep, ["TERMINATED", "TERMINATED"])
+    (exp / "plots").write_text("not a folder\n")
+    result = invoke("tune", "plot", str(exp))
+    assert result.exit_code == 1, result.output
+    assert (f"error: cannot write the plots: {exp / 'plots'}: File exists (the plots go to {exp / 'plots'}/, a folder: "
+            "move what is there, or make the folder writable)") in " ".join(result.output.split()), result.output
+    assert (exp / "plots").read_text() == "not a folder\n"
