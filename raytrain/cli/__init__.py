@@ -87,6 +87,12 @@ def main() -> None:
         # job's output, CI logs) the escape codes are noise. Ray's documented switch, unless the user set it.
         os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     try:
+        os.getcwd()
+    except FileNotFoundError:  # torch's oneMKL then ends the process with a FATAL ERROR, exit 2, no word of why
+        print("error: the current directory no longer exists (it was deleted, or its file system went away): cd to "
+              "one that does", file=sys.stderr)
+        exit_process(2)
+    try:
         app()
         code: str | int | None = 0
     except SystemExit as done:

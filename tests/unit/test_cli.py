@@ -725,3 +725,15 @@ def test_tune_logs_and_stop_of_a_folder_say_what_they_take(tmp_path, command):
     said = " ".join(result.output.split())
     assert f"tune {command} takes the id of a job submitted with `raytrain tune --submit` (it printed it), not a " \
            "folder" in said and f"`raytrain tune status {tmp_path}` shows its trials" in said, said
+
+
+def test_a_command_run_from_a_deleted_directory_says_so(tmp_path):
+    """torch's oneMKL ended every command that imports torch with `Intel oneMKL FATAL ERROR`, exit 2, no word of why."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); os.execv(sys.executable, [sys.executable, '-m', 'raytrain', 'config', 'validate', sys.argv[2]])"
+    done = subprocess.run([sys.executable, "-c", script, str(gone), str(Path(__file__).resolve().parents[2] / "configs" / "ppo_cartpole.yaml")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "error: the current directory no longer exists (it was deleted, or its file system went away): cd to one " \
+           "that does" in done.stderr
