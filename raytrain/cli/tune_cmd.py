@@ -132,8 +132,11 @@ def run(
         err.print(f"sweep {loaded.name}: {loaded.sweep.search.algorithm}, {trial_count(loaded)} trials, ranking on {loaded.metric} ({where})", markup=False)
         err.print(f"experiment folder: {loaded.experiment_dir}", markup=False)
 
-    _drive(address, loaded.experiment_dir, lambda: run_sweep(loaded, plan_, argv()), lambda ray: check_cpus(loaded, ray),
-           started)
+    try:
+        _drive(address, loaded.experiment_dir, lambda: run_sweep(loaded, plan_, argv()),
+               lambda ray: check_cpus(loaded, ray), started)
+    finally:
+        loaded.unmake()  # the folders made to hold the name, where the sweep wrote nothing into them
 
 
 def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], check: Callable[[RayCpus], object],

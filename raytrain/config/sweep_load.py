@@ -35,6 +35,8 @@ class LoadedSweep:
     source: Source
     notices: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    made: list[Path] = field(default_factory=list)
+    """The folders `take_free_name(hold=True)` made, outermost first (`unmake` removes them while empty)."""
 
     @property
     def metric(self) -> str:
@@ -87,7 +89,9 @@ class LoadedSweep:
                 return False
             if path.is_symlink():  # not made here (name_issues says where such a link leads)
                 return True
+            missing = [p for p in (path, *path.parents) if not p.exists()]
             path.mkdir(parents=True, exist_ok=True)
+            self.made += reversed(missing)
             return not hold_folder(path) or any(path.iterdir())
 
         if not used(self.experiment_dir):
@@ -101,6 +105,16 @@ class LoadedSweep:
             raise ConfigError(issues)
         there = _experiment_there(old) if any(old.iterdir()) else "a sweep another raytrain process is starting now"
         return f"notice: {old} already holds {there}; this sweep goes to {self.experiment_dir}"
+
+    def unmake(self) -> None:
+        """Remove the folders `take_free_name(hold=True)` made that are still empty: a sweep that fails before it
+        writes anything (a joined cluster too small for its trials: exit 2) leaves nothing behind."""
+        for path in reversed(self.made):
+            try:
+                path.rmdir()
+            except OSError:
+                break  # not empty (or gone): what is above it stays too
+        self.made.clear()
 
     def import_paths(self) -> list[str]:
         """The user's code the sweep names by import path: the env's class and PBT's explore function."""
