@@ -18,6 +18,7 @@ from raytrain.runs import (
     STATE_FILE,
     RunFolder,
     absolute,
+    checkpoint_number,
     config_lost,
     rllib_state_missing,
     run_of_checkpoints,
@@ -56,8 +57,8 @@ TUNE_CHECKPOINT = "rllib_checkpoint.json"
 
 def _tune_checkpoints(trial_dir: Path) -> list[Path]:
     """A sweep trial's checkpoints, oldest first (Tune names them checkpoint_<n>, n from 0)."""
-    numbered = [(p.name.removeprefix("checkpoint_"), p) for p in trial_dir.glob("checkpoint_*")]
-    return [p for n, p in sorted((int(n), p) for n, p in numbered if n.isdigit()) if (p / TUNE_CHECKPOINT).is_file()]
+    numbered = sorted((n, p) for p in trial_dir.glob("checkpoint_*") if (n := checkpoint_number(p)) is not None)
+    return [p for _, p in numbered if (p / TUNE_CHECKPOINT).is_file()]
 
 
 def _is_trial_dir(path: Path) -> bool:

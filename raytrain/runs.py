@@ -52,6 +52,11 @@ from raytrain.paths import inside
 
 CHECKPOINT_PREFIX = "checkpoint_"
 CHECKPOINT_NAME = re.compile(r"checkpoint_[0-9]+")
+
+
+def checkpoint_number(path: Path) -> int | None:
+    """The n of a folder named exactly `checkpoint_<n>` (raytrain's iteration, Tune's index), else None."""
+    return int(path.name.removeprefix(CHECKPOINT_PREFIX)) if CHECKPOINT_NAME.fullmatch(path.name) else None
 STATE_FILE = "raytrain_state.json"
 STAMP_FORMAT = "%Y-%m-%d_%H-%M-%S"
 STAMP_PLACEHOLDER = "<YYYY-MM-DD_HH-MM-SS>"
@@ -467,9 +472,8 @@ class RunFolder:
         """Move the checkpoint folders numbered after `checkpoint`, which a resume from it passes over as
         unreadable, to `not_resumed/<stamp>/`: the resumed run writes those numbers again, and found one taken (a
         checkpoint was never overwritten), so its own was not saved at all. Returns a line saying so, or None."""
-        number = int(checkpoint.name.removeprefix(CHECKPOINT_PREFIX))
-        after = sorted(p for p in self.checkpoints_dir.iterdir()
-                       if CHECKPOINT_NAME.fullmatch(p.name) and int(p.name.removeprefix(CHECKPOINT_PREFIX)) > number)
+        number = checkpoint_number(checkpoint) or 0
+        after = sorted(p for p in self.checkpoints_dir.iterdir() if (checkpoint_number(p) or 0) > number)
         if not after:
             return None
         target = self.path / SET_ASIDE / stamp

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from raytrain.runs import write_atomic
+from raytrain.runs import checkpoint_number, write_atomic
 
 STATE_GLOB = "experiment_state-*.json"
 COPY_SUFFIX = ".complete"
@@ -119,11 +119,6 @@ def _unpickled(value: Any) -> Any:
         return None
 
 
-def _number(path: Path) -> int | None:
-    digits = path.name.removeprefix("checkpoint_")
-    return int(digits) if path.name.startswith("checkpoint_") and digits.isdigit() else None
-
-
 def set_aside(exp_dir: Path, restart_errored: bool, stamp: str) -> list[str]:
     """Move out of the way what the trials wrote after Tune last saved the sweep's state, before a resume.
 
@@ -148,7 +143,7 @@ def set_aside(exp_dir: Path, restart_errored: bool, stamp: str) -> list[str]:
         metrics = getattr(latest, "metrics", None) or {}
         iteration = metrics.get("training_iteration", 0) if latest is not None else 0
         trial_dir = exp_dir / name
-        newer = sorted(p for p in trial_dir.glob("checkpoint_*") if p.is_dir() and (n := _number(p)) is not None and n > index)
+        newer = sorted(p for p in trial_dir.glob("checkpoint_*") if p.is_dir() and (n := checkpoint_number(p)) is not None and n > index)
         target = trial_dir / SET_ASIDE / stamp
         rows = {file: _rows_after(trial_dir / file, iteration) for file in ("result.json", "progress.csv")}
         if not newer and not any(later for _, later in rows.values()):
