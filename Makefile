@@ -30,9 +30,13 @@ tune: install
 train: install
 	"$(PY)" -m raytrain train configs/ppo_cartpole.yaml
 
-# The whole test suite: unit (no Ray) and integration (a real local Ray).
+# The whole test suite: unit (no Ray) and integration (a real local Ray), in TEST_WORKERS processes
+# (pytest-xdist), a test module at a time each. The modules that bring up namespaced labs run one after another
+# in one of them (tests/conftest.py), the rest goes to whichever is free. `make test TEST_WORKERS=0` runs
+# everything in this one process.
+TEST_WORKERS ?= 2
 test: install
-	"$(PY)" -m pytest tests
+	"$(PY)" -m pytest -n $(TEST_WORKERS) --dist loadscope tests
 
 test-unit: install
 	"$(PY)" -m pytest tests/unit

@@ -15,7 +15,7 @@ fi
 installed_at=$("$PY" -I - <<'PY' 2>/dev/null || true
 import importlib.util, pathlib
 spec = importlib.util.find_spec("raytrain")
-ok = all(importlib.util.find_spec(m) for m in ("ray", "gymnasium", "optuna", "typer", "pytest", "pytest_timeout", "GPy", "sklearn", "cmaes", "hypothesis"))
+ok = all(importlib.util.find_spec(m) for m in ("ray", "gymnasium", "optuna", "typer", "pytest", "pytest_timeout", "xdist", "GPy", "sklearn", "cmaes", "hypothesis"))
 if spec and ok:
     print(pathlib.Path(spec.origin).resolve().parent.parent)
 PY

@@ -1,4 +1,4 @@
-"""Integration tests run on a real local Ray, started once per session.
+"""Integration tests run on a real local Ray, started once per session (once per worker under pytest-xdist).
 
 Mode: `ray.init()` starting a local cluster turns on Ray 2.60's token authentication
 (~/.ray/auth_token); tests in this folder run in that mode, like `raytrain train` without --address.
@@ -21,7 +21,9 @@ NO_HOSTS = "cannot create namespaced hosts on this machine"
 def ray_session():
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    # "local": a Ray of its own, never one that `ray start` recorded in /tmp/ray/ray_current_cluster (a test
+    # here, or a test of another worker meanwhile, may have left such a record).
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield ray
     ray.shutdown()
 
