@@ -32,11 +32,14 @@ train: install
 
 # The whole test suite: unit (no Ray) and integration (a real local Ray), in TEST_WORKERS processes
 # (pytest-xdist), a test module at a time each. The modules that bring up namespaced labs run one after another
-# in one of them (tests/conftest.py), the rest goes to whichever is free. `make test TEST_WORKERS=0` runs
-# everything in this one process.
+# in one of them (tests/conftest.py), the rest goes to whichever is free. Then, in this one process with nothing
+# beside them, the tests marked `alone` (a signal racing the local Ray's own shutdown). Both passes always run;
+# either failing fails the target. `make test TEST_WORKERS=0` runs the first pass in this process too.
 TEST_WORKERS ?= 2
 test: install
-	"$(PY)" -m pytest -n $(TEST_WORKERS) --dist loadscope tests
+	"$(PY)" -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not alone" tests; first=$$?; \
+	"$(PY)" -m pytest -m alone tests; second=$$?; \
+	[ $$first -eq 0 ] && [ $$second -eq 0 ]
 
 test-unit: install
 	"$(PY)" -m pytest tests/unit

@@ -440,6 +440,10 @@ def _alive(pids: set[int]) -> set[int]:
     return alive
 
 
+# Alone: with the other worker of `make test` busy beside it, `train`'s save once lost its race with the local Ray's
+# raylet, which the same SIGTERM stops (Ray's core worker then ends the driver: exit 1, no word; 1 of 3 runs in two
+# workers, none in one process). An open defect, said in the session note; the test keeps its assertions.
+@pytest.mark.alone
 @pytest.mark.parametrize("command", ["tune", "train"])
 def test_a_sigterm_to_the_whole_process_group_ends_the_command_at_once_with_its_state_saved(workdir, tmp_path,
                                                                                              command):

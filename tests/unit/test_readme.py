@@ -57,7 +57,8 @@ def test_make_uses_an_active_venv_as_it_is(tmp_path):
     (venv / "bin" / "python").touch()
     plan = _make_plan("test", {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "VIRTUAL_ENV": str(venv)})
     assert "-m venv" not in plan
-    assert f'"{venv}/bin/python" -m pytest -n 2 --dist loadscope tests' in plan and ".venv" not in plan
+    assert f'"{venv}/bin/python" -m pytest -n 2 --dist loadscope -m "not alone" tests' in plan and ".venv" not in plan
+    assert f'"{venv}/bin/python" -m pytest -m alone tests' in plan
 
 
 def test_gen_reference_help_prints_usage_and_writes_nothing():
