@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from raytrain.errors import RayAddressError, RayAuthError, RayUnreachableError, TrainError
+
+_stopping = False
+"""Set once this process begins stopping the local Ray it started (its exit): what ends then is not lost."""
 
 
 def cluster_address(address: str | None, cluster: Path | None) -> str | None:
@@ -68,12 +73,48 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
             raise RayAuthError(joining, refused)
     # Not `address=None` for a local Ray: Ray then joins the cluster a `ray start` on this machine last recorded
     # (/tmp/ray/ray_current_cluster), even one long stopped; "local" starts a new one, as the README promises.
-    ray.init(address=joining or "local", **options)
+    with nullcontext() if joining else _in_process_groups_of_their_own():
+        ray.init(address=joining or "local", **options)
     if not joining:
         # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
         atexit.unregister(_stop_local_monitor)
         atexit.register(_stop_local_monitor)
     return True
+
+
+@contextmanager
+def _in_process_groups_of_their_own() -> Iterator[None]:
+    """The local Ray's processes started inside the block (GCS, raylet, monitors, dashboard) each lead a process
+    group of its own, apart from this process's.
+
+    `timeout`, `kill -TERM -- -PGID` and a shell's `kill %1` send their signal to the command's whole process
+    group. In it, Ray's processes began their own shutdown under the driver, and `train`'s save of its last
+    iteration raced the raylet's end (Ray's core worker ends a driver whose raylet is gone: exit 1, no word). Apart,
+    the signal reaches only the driver, which saves and then stops its Ray in order. They still end with this
+    process: Ray starts them with the kernel's kill-on-parent-death (`PR_SET_PDEATHSIG`, its "fate sharing"),
+    which a process group does not change; the raylet puts its workers in groups of their own already.
+
+    Ray has no setting for this: its process starter (`ray._private.services.ConsolePopen`, Ray 2.60, which
+    pyproject pins) gets a `setpgid` ahead of Ray's own pre-exec step, for this block only.
+    """
+    from ray._private import services
+
+    popen = services.ConsolePopen
+
+    class Apart(popen):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, preexec_fn: Any = None, **kwargs: Any) -> None:
+            def apart() -> None:
+                os.setpgid(0, 0)
+                if preexec_fn is not None:
+                    preexec_fn()
+
+            super().__init__(*args, preexec_fn=apart, **kwargs)
+
+    services.ConsolePopen = Apart  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen  # type: ignore[misc]
 
 
 def _stop_local_monitor() -> None:
@@ -88,6 +129,8 @@ def _stop_local_monitor() -> None:
     """
     import ray
 
+    global _stopping
+    _stopping = True
     node = ray._private.worker._global_node
     if node is not None and node.head:
         node.kill_monitor(check_alive=False)
@@ -97,14 +140,18 @@ def local_ray_lost() -> bool:
     """Whether the local Ray this process started has lost one of its own processes (GCS, raylet, monitors,
     dashboard): none ends on its own while the session lasts.
 
-    Ray's processes share this process's process group, so a signal sent to the whole group (`timeout`,
-    `kill -TERM -- -PGID`, a service manager stopping its unit) reaches them with the driver; Ray blocks only
-    SIGINT in them. The monitors end at once; the GCS and the raylet begin a slow shutdown, and the driver
-    waits for them: 9 s in `ray.shutdown()`, 60 s in Tune's cleanup, after which Ray ends the process with
-    "Failed to connect to GCS within 60 seconds".
+    A SIGTERM sent to every process of the command (systemd stopping a unit, which signals its whole control
+    group; Slurm ending a job step) reaches them with the driver; Ray blocks only SIGINT in them. A signal to the
+    command's process group does not: they are in groups of their own (`_in_process_groups_of_their_own`). The
+    monitors end at once; the GCS and the raylet begin a slow shutdown, and the driver waits for them: 9 s in
+    `ray.shutdown()`, 60 s in Tune's cleanup, after which Ray ends the process with "Failed to connect to GCS
+    within 60 seconds".
+
+    Once this process's exit has begun stopping that Ray (the monitor first), what ends is not lost: a watch
+    that woke late on a busy machine took the monitor's end at a normal exit for a signal's work.
     """
     node = _local_ray()
-    return node is not None and any(info.process is not None and info.process.poll() is not None
+    return not _stopping and node is not None and any(info.process is not None and info.process.poll() is not None
                                     for infos in node.all_processes.values() for info in infos)
 
 

@@ -171,12 +171,13 @@ class TuneStopOnTerm:
 
     @staticmethod
     def _watch(exp_dir: Path, *, notice_s: float = 2.0, save_s: float = 15.0) -> None:
-        """When the SIGTERM went to the whole process group (`timeout`, `kill -TERM -- -PGID`, a service
-        manager), the local Ray's own processes got it too (`local_ray_lost`), and Tune, once it has saved its
-        state, waits 60 s for a GCS that is shutting down to stop the trials, then Ray ends the process with
-        a native error. Here: wait for that save (an `experiment_state-*.json` written after the signal; at
-        most `save_s`), then kill what is left of the local Ray and exit 130 naming the resume. A SIGTERM to
-        this process alone leaves Ray running: nothing is done."""
+        """When the SIGTERM went to every process of the command (systemd or Slurm stopping it), the local
+        Ray's own processes got it too (`local_ray_lost`), and Tune, once it has saved its state, waits 60 s
+        for a GCS that is shutting down to stop the trials, then Ray ends the process with a native error.
+        Here: wait for that save (an `experiment_state-*.json` written after the signal; at most `save_s`), then
+        kill what is left of the local Ray and exit 130 naming the resume. A SIGTERM to this process alone, or
+        to its process group (where Ray's processes are not), leaves Ray running: nothing is done, and Tune
+        stops the trials in order."""
         import time
 
         from raytrain.ray_session import abandon_local_ray, local_ray_lost
@@ -196,8 +197,8 @@ class TuneStopOnTerm:
         while not saved() and time.time() - signalled < save_s:
             time.sleep(0.1)
         state = "Tune saved its state" if saved() else "Tune's state is as it last saved it"
-        print(f"raytrain: the SIGTERM stopped the local Ray's own processes too (it went to the whole process "
-              f"group, as `timeout` and service managers send it), so the trials cannot be stopped in order. {state}: "
+        print(f"raytrain: the SIGTERM stopped the local Ray's own processes too (it went to every process of the "
+              f"command, as systemd and Slurm send it), so the trials cannot be stopped in order. {state}: "
               f"continue the sweep with `raytrain tune resume {shlex.quote(str(exp_dir))}`", file=sys.stderr, flush=True)
         abandon_local_ray()
         from raytrain.tune.run import release_driver
@@ -213,7 +214,7 @@ def interrupting_signal() -> str | None:
 
 def local_ray_lost_to_the_signal(*, notice_s: float = 1.0) -> bool:
     """Whether the SIGTERM that interrupted this process (`interrupt_on_signals`) stopped the local Ray it started
-    too (`local_ray_lost`): it went to the whole process group. Ray's processes may take a moment to end after
+    too (`local_ray_lost`): it went to every process of the command. Ray's processes may take a moment to end after
     the signal, so this waits until `notice_s` after it; a Ctrl-C (which Ray's processes block), no interruption,
     or a Ray this process joined is never that, and is answered at once."""
     import time

@@ -146,8 +146,8 @@ def _say_outcome(outcome: TrainOutcome) -> None:
 
 
 def _end_at_once_if_local_ray_lost(outcome: TrainOutcome) -> None:
-    """An interrupted run whose checkpoint is saved: when the signal went to the whole process group (`timeout`,
-    `kill -TERM -- -PGID`, a service manager), the local Ray's own processes got it too (`local_ray_lost`).
+    """An interrupted run whose checkpoint is saved: when the signal went to every process of the command (systemd
+    or Slurm stopping it), the local Ray's own processes got it too (`local_ray_lost`).
     Stopping the Algorithm, or letting go of the objects the interrupted iteration held, then talks to a raylet
     that is gone, and Ray's core worker ends the process with exit 1 and no word (as it did once, when the GCS
     restarted the env runner the signal had ended). So: say how the run ended, kill what is left of that Ray,
@@ -156,8 +156,8 @@ def _end_at_once_if_local_ray_lost(outcome: TrainOutcome) -> None:
 
     if not local_ray_lost_to_the_signal():
         return
-    err.print("the SIGTERM stopped the local Ray's own processes too (it went to the whole process group, as "
-              "`timeout` and service managers send it): the checkpoint is saved, and Ray was not stopped in order",
+    err.print("the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, "
+              "as systemd and Slurm send it): the checkpoint is saved, and Ray was not stopped in order",
               markup=False)
     _say_outcome(outcome)
     abandon_local_ray()

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,76 @@ def test_exit_stops_every_process_of_the_local_ray_the_monitor_first():
         for pid in found:  # don't leave them to the next test
             os.kill(pid, signal.SIGKILL)
     assert not any(left.values()), f"still running after the process exited: {left}"
+
+
+STARTS_AND_STOPS = """
+import json, os, ray
+from raytrain import ray_session
+ray_session.init_ray(None, num_cpus=1, include_dashboard=False, logging_level="ERROR")
+node = ray._private.worker._global_node
+log_monitor = node.all_processes["log_monitor"][0].process
+# This process's exit, as atexit takes it: the monitor first, then Ray's shutdown ends its processes one kind at a
+# time (the log monitor among them) and drops each from its record once it is gone; a watch that looks in between
+# sees one ended.
+ray_session._stop_local_monitor()
+log_monitor.terminate()
+log_monitor.wait(timeout=30)
+print(json.dumps({"lost": ray_session.local_ray_lost()}), flush=True)
+ray_session.abandon_local_ray()
+os._exit(0)  # as raytrain's commands end after it (`exit_now`)
+"""
+
+
+def test_the_local_ray_is_not_lost_once_the_processs_own_exit_stops_it():
+    """`tune`'s SIGTERM watch (a thread) asks whether the signal stopped the local Ray's processes too. On a busy
+    machine it woke after Tune's own stop, when the exit had begun stopping that Ray, and took the monitor's end
+    for the signal's work: it printed that the trials could not be stopped in order (they had been) and cut the
+    shutdown short."""
+    done = subprocess.run([sys.executable, "-c", STARTS_AND_STOPS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"lost": False}
+
+
+STARTS_AND_WAITS = """
+import json, sys, time, ray
+from raytrain.ray_session import init_ray
+init_ray(None, num_cpus=1, include_dashboard=False, logging_level="ERROR")
+node = ray._private.worker._global_node
+print(json.dumps({kind: [info.process.pid for info in infos] for kind, infos in node.all_processes.items()}),
+      flush=True)
+time.sleep(300)
+"""
+
+
+def test_the_local_rays_processes_are_out_of_the_drivers_process_group_and_still_end_with_it():
+    """A signal to the command's process group (`timeout`, `kill -TERM -- -PGID`, a shell's `kill %1`) reached the
+    local Ray's own processes too, which then shut down under the driver (test_tune.py's process-group SIGTERM
+    test has the whole story). They lead groups of their own now, and still end when the driver is killed and
+    can stop nothing: Ray's kill-on-parent-death, which the groups do not change."""
+    proc = subprocess.Popen([sys.executable, "-c", STARTS_AND_WAITS], start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pids: dict[str, list[int]] = {}
+    try:
+        assert proc.stdout is not None
+        pids = json.loads(proc.stdout.readline())
+        assert pids.get("raylet") and pids.get("gcs_server") and pids.get("monitor"), pids
+        groups = {kind: [os.getpgid(pid) for pid in found] for kind, found in pids.items()}
+        assert all(group not in (proc.pid, os.getpgid(0)) for found in groups.values() for group in found), groups
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver alone is in that group
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(p) for found in pids.values() for p in found):
+            time.sleep(0.2)
+        left = {kind: [p for p in found if _alive(p)] for kind, found in pids.items()}
+        assert not any(left.values()), f"still running after the driver was killed: {left}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        for found in pids.values():
+            for pid in found:
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
 
 
 STARTS_AND_SAYS = """

@@ -440,20 +440,9 @@ def _alive(pids: set[int]) -> set[int]:
     return alive
 
 
-# Alone: with the other worker of `make test` busy beside it, `train`'s save once lost its race with the local Ray's
-# raylet, which the same SIGTERM stops (Ray's core worker then ends the driver: exit 1, no word; 1 of 3 runs in two
-# workers, none in one process). An open defect, said in the session note; the test keeps its assertions.
-@pytest.mark.alone
-@pytest.mark.parametrize("command", ["tune", "train"])
-def test_a_sigterm_to_the_whole_process_group_ends_the_command_at_once_with_its_state_saved(workdir, tmp_path,
-                                                                                             command):
-    """`timeout 600 raytrain tune ...`, `kill -TERM -- -PGID` and service managers signal the whole process
-    group, and the local Ray's own processes are in it. Its GCS and raylet began a slow shutdown while Tune
-    waited for them to stop the trials: 60 s, then Ray ended the process with "Failed to connect to GCS within
-    60 seconds" and no word of resuming. `train` saved its checkpoint and then waited 9 s in Ray's shutdown; later,
-    once in a full run of the suite, it ended with exit 1 and nothing said after "saving a checkpoint": the GCS restarted
-    the env runner the signal had ended, and its owner, this driver, lost its raylet meanwhile (Ray's core worker ends
-    a driver whose plasma store or raylet connection breaks). Now it ends at once when its checkpoint is saved."""
+def _signalled_command(workdir, tmp_path: Path, command: str) -> tuple[subprocess.Popen, set[int]]:
+    """`raytrain tune` (2 trials) or `raytrain train` (one env runner, a checkpoint every iteration) on a local Ray,
+    in a session of its own, once its second checkpoints are written; with the processes below it then."""
     path = workdir("name: grouped\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n", stop=500)
     if command == "train":
         base = tmp_path / "base.yaml"
@@ -464,33 +453,102 @@ def test_a_sigterm_to_the_whole_process_group_ends_the_command_at_once_with_its_
     proc = subprocess.Popen([sys.executable, "-m", "raytrain", command, str(path)], start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "RAY_ADDRESS": ""})
-    with _ended(proc):
+    try:
         deadline = time.time() + 240
-        while time.time() < deadline:
+        while time.time() < deadline and proc.poll() is None:
             checkpoints = list((tmp_path / "results" / "grouped").glob("*/checkpoint_000002") if command == "tune"
                                else (tmp_path / "runs" / "tiny").glob("*/checkpoints/checkpoint_000002"))
             if len(checkpoints) == (2 if command == "tune" else 1):
-                break
+                return proc, _descendants(proc.pid)
             time.sleep(0.5)
-        assert checkpoints, "no checkpoint in time"
-        below = _descendants(proc.pid)
+        raise AssertionError("no checkpoint in time")
+    except BaseException:
+        with _ended(proc):
+            pass
+        raise
+
+
+def _process_group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+@pytest.mark.parametrize("command", ["tune", "train"])
+def test_a_sigterm_to_the_whole_process_group_reaches_the_driver_alone_which_stops_in_order(workdir, tmp_path,
+                                                                                           command):
+    """`timeout 600 raytrain tune ...`, `kill -TERM -- -PGID` and a shell's `kill %1` signal the command's whole
+    process group. The local Ray's own processes were in it and began their shutdown under the driver: Tune then
+    waited 60 s for the GCS and Ray ended it with "Failed to connect to GCS within 60 seconds"; later `train` ended
+    at once without stopping Ray in order, and once, beside the other worker of `make test`, its save of the last
+    iteration lost its race with the raylet's end (Ray's core worker ends a driver whose raylet is gone: exit 1,
+    no word). Now Ray's processes lead groups of their own: the signal reaches the driver alone, which stops as on
+    a SIGTERM sent to it, with its state saved and its Ray stopped in order."""
+    proc, below = _signalled_command(workdir, tmp_path, command)
+    with _ended(proc):
+        assert below, "no local Ray below the command"
+        grouped = {pid for pid in below if _process_group(pid) == proc.pid}
+        assert not grouped, f"in the command's process group: {grouped}"
         os.killpg(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    said = " ".join(out.split())
+    assert proc.returncode == 130, out[-3000:]
+    assert "Failed to connect to GCS" not in out and "stopped the local Ray's own processes too" not in out, out[-3000:]
+    if command == "tune":
+        exp = tmp_path / "results" / "grouped"
+        assert ("the sweep was stopped by SIGTERM before its end: 2 of 2 trials had not finished. Tune saved its "
+                f"state: continue it with `raytrain tune resume {exp}`") in said, out[-3000:]
+        assert not (exp / "driver.json").exists()
+        data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
+        assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
+    else:
+        run = next((tmp_path / "runs" / "tiny").iterdir())
+        assert f"resume with: raytrain train --resume {run}" in said, out[-3000:]
+        status = json.loads((run / "run.json").read_text())
+        assert status["status"] == "interrupted" and Path(status["last_checkpoint"]).is_dir()
+        assert not list((run / "checkpoints").glob("*.partial"))
+    deadline = time.time() + 30
+    while _alive(below) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _alive(below), f"left running: {_alive(below)}"
+
+
+# Alone: this case still races the command's save against its local Ray's own shutdown, and with the other worker
+# of `make test` busy beside it, `train`'s save once lost (exit 1, no word; 1 of 4 runs in two workers, then with
+# the signal sent to the process group). An open defect, said in the session note; the test keeps its assertions.
+@pytest.mark.alone
+@pytest.mark.parametrize("command", ["tune", "train"])
+def test_a_sigterm_to_every_process_of_the_command_ends_it_at_once_with_its_state_saved(workdir, tmp_path,
+                                                                                        command):
+    """systemd stopping a unit signals every process of its control group, and Slurm ending a job step every
+    process of the step: the local Ray's own processes get the SIGTERM with the driver. Its GCS and raylet began a slow shutdown while
+    Tune waited for them to stop the trials: 60 s, then Ray ended the process with "Failed to connect to GCS within
+    60 seconds" and no word of resuming. `train` saved its checkpoint and then waited 9 s in Ray's shutdown. Now
+    it ends at once when its checkpoint is saved."""
+    proc, below = _signalled_command(workdir, tmp_path, command)
+    with _ended(proc):
+        for pid in (proc.pid, *below):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
         out, _ = proc.communicate(timeout=45)  # Ray's own wait for its GCS: 60 s
     said = " ".join(out.split())
     assert proc.returncode == 130, out[-3000:]
     assert "Failed to connect to GCS" not in out
     if command == "tune":
         exp = tmp_path / "results" / "grouped"
-        assert ("the SIGTERM stopped the local Ray's own processes too (it went to the whole process group, as "
-                "`timeout` and service managers send it), so the trials cannot be stopped in order. Tune saved its "
+        assert ("the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, as "
+                "systemd and Slurm send it), so the trials cannot be stopped in order. Tune saved its "
                 f"state: continue the sweep with `raytrain tune resume {exp}`") in said, out[-3000:]
         assert not (exp / "driver.json").exists()
         data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
         assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
     else:
         run = next((tmp_path / "runs" / "tiny").iterdir())
-        assert ("the SIGTERM stopped the local Ray's own processes too (it went to the whole process group, as "
-                "`timeout` and service managers send it): the checkpoint is saved, and Ray was not stopped in order"
+        assert ("the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, as "
+                "systemd and Slurm send it): the checkpoint is saved, and Ray was not stopped in order"
                 ) in said, out[-3000:]
         assert f"resume with: raytrain train --resume {run}" in said, out[-3000:]
         status = json.loads((run / "run.json").read_text())
