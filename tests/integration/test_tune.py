@@ -475,6 +475,33 @@ def _process_group(pid: int) -> int | None:
         return None
 
 
+def _check_stopped_with_state_saved(proc: subprocess.Popen, out: str, command: str, tmp_path: Path, below: set[int],
+                                    *, tune_said: str, train_said: list[str]) -> None:
+    """A signalled `_signalled_command` ended with exit 130 and no wait for Ray's GCS, saying `tune_said` (its
+    experiment folder as `{exp}`) or all of `train_said` (its run folder as `{run}`); its state is saved to resume
+    and nothing below it is left running."""
+    said = " ".join(out.split())
+    assert proc.returncode == 130, out[-3000:]
+    assert "Failed to connect to GCS" not in out
+    if command == "tune":
+        exp = tmp_path / "results" / "grouped"
+        assert tune_said.format(exp=exp) in said, out[-3000:]
+        assert not (exp / "driver.json").exists()
+        data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
+        assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
+    else:
+        run = next((tmp_path / "runs" / "tiny").iterdir())
+        for line in train_said:
+            assert line.format(run=run) in said, out[-3000:]
+        status = json.loads((run / "run.json").read_text())
+        assert status["status"] == "interrupted" and Path(status["last_checkpoint"]).is_dir()
+        assert not list((run / "checkpoints").glob("*.partial"))
+    deadline = time.time() + 30
+    while _alive(below) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _alive(below), f"left running: {_alive(below)}"
+
+
 @pytest.mark.parametrize("command", ["tune", "train"])
 def test_a_sigterm_to_the_whole_process_group_reaches_the_driver_alone_which_stops_in_order(workdir, tmp_path,
                                                                                            command):
@@ -492,26 +519,12 @@ def test_a_sigterm_to_the_whole_process_group_reaches_the_driver_alone_which_sto
         assert not grouped, f"in the command's process group: {grouped}"
         os.killpg(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
-    said = " ".join(out.split())
-    assert proc.returncode == 130, out[-3000:]
-    assert "Failed to connect to GCS" not in out and "stopped the local Ray's own processes too" not in out, out[-3000:]
-    if command == "tune":
-        exp = tmp_path / "results" / "grouped"
-        assert ("the sweep was stopped by SIGTERM before its end: 2 of 2 trials had not finished. Tune saved its "
-                f"state: continue it with `raytrain tune resume {exp}`") in said, out[-3000:]
-        assert not (exp / "driver.json").exists()
-        data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
-        assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
-    else:
-        run = next((tmp_path / "runs" / "tiny").iterdir())
-        assert f"resume with: raytrain train --resume {run}" in said, out[-3000:]
-        status = json.loads((run / "run.json").read_text())
-        assert status["status"] == "interrupted" and Path(status["last_checkpoint"]).is_dir()
-        assert not list((run / "checkpoints").glob("*.partial"))
-    deadline = time.time() + 30
-    while _alive(below) and time.time() < deadline:
-        time.sleep(0.5)
-    assert not _alive(below), f"left running: {_alive(below)}"
+    assert "stopped the local Ray's own processes too" not in out, out[-3000:]
+    _check_stopped_with_state_saved(
+        proc, out, command, tmp_path, below,
+        tune_said=("the sweep was stopped by SIGTERM before its end: 2 of 2 trials had not finished. Tune saved its "
+                   "state: continue it with `raytrain tune resume {exp}`"),
+        train_said=["resume with: raytrain train --resume {run}"])
 
 
 # Alone: this case races the command against its local Ray's own shutdown, and on a busy machine it loses: Ray's
@@ -523,10 +536,10 @@ def test_a_sigterm_to_the_whole_process_group_reaches_the_driver_alone_which_sto
 def test_a_sigterm_to_every_process_of_the_command_ends_it_at_once_with_its_state_saved(workdir, tmp_path,
                                                                                         command):
     """systemd stopping a unit signals every process of its control group, and Slurm ending a job step every
-    process of the step: the local Ray's own processes get the SIGTERM with the driver. Its GCS and raylet began a slow shutdown while
-    Tune waited for them to stop the trials: 60 s, then Ray ended the process with "Failed to connect to GCS within
-    60 seconds" and no word of resuming. `train` saved its checkpoint and then waited 9 s in Ray's shutdown. Now
-    it ends at once when its checkpoint is saved."""
+    process of the step: the local Ray's own processes get the SIGTERM with the driver. Its GCS and raylet began a
+    slow shutdown while Tune waited for them to stop the trials: 60 s, then Ray ended the process with "Failed to
+    connect to GCS within 60 seconds" and no word of resuming. `train` saved its checkpoint and then waited 9 s in
+    Ray's shutdown. Now it ends at once when its checkpoint is saved."""
     proc, below = _signalled_command(workdir, tmp_path, command)
     with _ended(proc):
         for pid in (proc.pid, *below):
@@ -535,29 +548,14 @@ def test_a_sigterm_to_every_process_of_the_command_ends_it_at_once_with_its_stat
             except ProcessLookupError:
                 continue
         out, _ = proc.communicate(timeout=45)  # Ray's own wait for its GCS: 60 s
-    said = " ".join(out.split())
-    assert proc.returncode == 130, out[-3000:]
-    assert "Failed to connect to GCS" not in out
-    if command == "tune":
-        exp = tmp_path / "results" / "grouped"
-        assert ("the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, as "
-                "systemd and Slurm send it), so the trials cannot be stopped in order. Tune saved its "
-                f"state: continue the sweep with `raytrain tune resume {exp}`") in said, out[-3000:]
-        assert not (exp / "driver.json").exists()
-        data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
-        assert [t["status"] for t in data["trials"]] == ["RUNNING", "RUNNING"]  # as Tune saved them, to resume
-    else:
-        run = next((tmp_path / "runs" / "tiny").iterdir())
-        assert ("the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, as "
-                "systemd and Slurm send it): the checkpoint is saved, and Ray was not stopped in order"
-                ) in said, out[-3000:]
-        assert f"resume with: raytrain train --resume {run}" in said, out[-3000:]
-        status = json.loads((run / "run.json").read_text())
-        assert status["status"] == "interrupted" and Path(status["last_checkpoint"]).is_dir()
-    deadline = time.time() + 30
-    while _alive(below) and time.time() < deadline:
-        time.sleep(0.5)
-    assert not _alive(below), f"left running: {_alive(below)}"
+    _check_stopped_with_state_saved(
+        proc, out, command, tmp_path, below,
+        tune_said=("the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, "
+                   "as systemd and Slurm send it), so the trials cannot be stopped in order. Tune saved its state: "
+                   "continue the sweep with `raytrain tune resume {exp}`"),
+        train_said=["the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, "
+                    "as systemd and Slurm send it): the checkpoint is saved, and Ray was not stopped in order",
+                    "resume with: raytrain train --resume {run}"])
 
 
 def test_a_second_run_never_touches_the_first_experiment(ray_session, workdir, tmp_path):
