@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +73,12 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
             raise RayAuthError(joining, refused)
     # Not `address=None` for a local Ray: Ray then joins the cluster a `ray start` on this machine last recorded
     # (/tmp/ray/ray_current_cluster), even one long stopped; "local" starts a new one, as the README promises.
-    with nullcontext() if joining else _in_process_groups_of_their_own():
-        ray.init(address=joining or "local", **options)
+    if joining:
+        ray.init(address=joining, **options)
+    else:
+        with _in_a_process_group_of_their_own():
+            ray.init(address="local", **options)
+            _start_reaper()
     if not joining:
         # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
         atexit.unregister(_stop_local_monitor)
@@ -83,38 +87,66 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
 
 
 @contextmanager
-def _in_process_groups_of_their_own() -> Iterator[None]:
-    """The local Ray's processes started inside the block (GCS, raylet, monitors, dashboard) each lead a process
-    group of its own, apart from this process's.
+def _in_a_process_group_of_their_own() -> Iterator[None]:
+    """The local Ray's processes started inside the block (GCS, raylet, monitors, dashboard, and the raylet's
+    agents with the raylet) share one process group, apart from this process's.
 
     `timeout`, `kill -TERM -- -PGID` and a shell's `kill %1` send their signal to the command's whole process
     group. In it, Ray's processes began their own shutdown under the driver, and `train`'s save of its last
     iteration raced the raylet's end (Ray's core worker ends a driver whose raylet is gone: exit 1, no word). Apart,
-    the signal reaches only the driver, which saves and then stops its Ray in order. They still end with this
-    process: Ray starts them with the kernel's kill-on-parent-death (`PR_SET_PDEATHSIG`, its "fate sharing"),
-    which a process group does not change; the raylet puts its workers in groups of their own already.
+    the signal reaches only the driver, which saves and then stops its Ray in order. The raylet puts its workers in
+    groups of their own already.
 
     Ray has no setting for this: its process starter (`ray._private.services.ConsolePopen`, Ray 2.60, which
-    pyproject pins) gets a `setpgid` ahead of Ray's own pre-exec step, for this block only.
+    pyproject pins) gets a `setpgid` ahead of Ray's own pre-exec step, for this block only. The first process
+    started leads the group and the others join it.
     """
     from ray._private import services
 
     popen = services.ConsolePopen
+    leader = 0  # the group's leader once the first process is started; 0 before: a group of its own
 
     class Apart(popen):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, preexec_fn: Any = None, **kwargs: Any) -> None:
+            nonlocal leader
+            group = leader
+
             def apart() -> None:
-                os.setpgid(0, 0)
+                try:
+                    os.setpgid(0, group)
+                except OSError:  # that group has no process left: one of its own
+                    os.setpgid(0, 0)
                 if preexec_fn is not None:
                     preexec_fn()
 
             super().__init__(*args, preexec_fn=apart, **kwargs)
+            leader = leader or self.pid
 
     services.ConsolePopen = Apart  # type: ignore[misc]
     try:
         yield
     finally:
         services.ConsolePopen = popen  # type: ignore[misc]
+
+
+def _start_reaper() -> None:
+    """Start Ray's own reaper in the local Ray's process group, where it ends the group when this process dies.
+
+    Ray starts its processes with the kernel's kill-on-parent-death (`PR_SET_PDEATHSIG`, its "fate sharing"), so
+    they end with the driver even out of its group. The raylet's two agents are the raylet's children, though, and
+    when it was killed they waited 60 s for a GCS that was gone before they ended. In the driver's group, a
+    `kill -9 -- -PGID` had ended them at once. The reaper (`ray/_private/ray_process_reaper.py`, which Ray starts
+    itself where the kernel cannot share fates) reads a pipe from this process; when this process dies, it sends
+    the group SIGTERM and a second later SIGKILL. Ray's shutdown ends it last, as it ends its own reaper. Call it
+    inside `_in_a_process_group_of_their_own`.
+    """
+    from ray._private import ray_constants, services
+
+    node = _local_ray()
+    script = Path(services.__file__).with_name("ray_process_reaper.py")
+    info = services.start_ray_process([sys.executable, "-u", str(script)], ray_constants.PROCESS_TYPE_REAPER,
+                                      pipe_stdin=True, fate_share=False)
+    node.all_processes[ray_constants.PROCESS_TYPE_REAPER] = [info]
 
 
 def _stop_local_monitor() -> None:
@@ -142,7 +174,7 @@ def local_ray_lost() -> bool:
 
     A SIGTERM sent to every process of the command (systemd stopping a unit, which signals its whole control
     group; Slurm ending a job step) reaches them with the driver; Ray blocks only SIGINT in them. A signal to the
-    command's process group does not: they are in groups of their own (`_in_process_groups_of_their_own`). The
+    command's process group does not: they are in a group of their own (`_in_a_process_group_of_their_own`). The
     monitors end at once; the GCS and the raylet begin a slow shutdown, and the driver waits for them: 9 s in
     `ray.shutdown()`, 60 s in Tune's cleanup, after which Ray ends the process with "Failed to connect to GCS
     within 60 seconds".

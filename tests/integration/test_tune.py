@@ -510,7 +510,7 @@ def test_a_sigterm_to_the_whole_process_group_reaches_the_driver_alone_which_sto
     waited 60 s for the GCS and Ray ended it with "Failed to connect to GCS within 60 seconds"; later `train` ended
     at once without stopping Ray in order, and once, beside the other worker of `make test`, its save of the last
     iteration lost its race with the raylet's end (Ray's core worker ends a driver whose raylet is gone: exit 1,
-    no word). Now Ray's processes lead groups of their own: the signal reaches the driver alone, which stops as on
+    no word). Now Ray's processes are in a group of their own: the signal reaches the driver alone, which stops as on
     a SIGTERM sent to it, with its state saved and its Ray stopped in order."""
     proc, below = _signalled_command(workdir, tmp_path, command)
     with _ended(proc):
