@@ -75,14 +75,13 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
     # (/tmp/ray/ray_current_cluster), even one long stopped; "local" starts a new one, as the README promises.
     if joining:
         ray.init(address=joining, **options)
-    else:
-        with _in_a_process_group_of_their_own():
-            ray.init(address="local", **options)
-            _start_reaper()
-    if not joining:
-        # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
-        atexit.unregister(_stop_local_monitor)
-        atexit.register(_stop_local_monitor)
+        return True
+    with _in_a_process_group_of_their_own():
+        ray.init(address="local", **options)
+        _start_reaper()
+    # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
+    atexit.unregister(_stop_local_monitor)
+    atexit.register(_stop_local_monitor)
     return True
 
 

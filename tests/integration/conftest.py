@@ -5,6 +5,7 @@ Mode: `ray.init()` starting a local cluster turns on Ray 2.60's token authentica
 """
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -15,6 +16,33 @@ LabT = TypeVar("LabT", bound=Lab)
 
 NO_HOSTS = "cannot create namespaced hosts on this machine"
 """How a module skips when `hostlab.can_create_namespaces()` says why not."""
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below `pid` (read from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        children = [child for child, parent in parents.items() if parent == current]
+        found.update(children)
+        todo.extend(children)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie left for init to reap (/proc/PID/stat's state field)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import alive, descendants
+
 pytestmark = pytest.mark.integration
 
 STARTS_AND_EXITS = """
@@ -21,15 +23,6 @@ print(json.dumps({kind: [info.process.pid for info in infos] for kind, infos in 
 """
 
 
-def _alive(pid: int) -> bool:
-    """Running, not a zombie left for init to reap (/proc/PID/stat's state field)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
 def test_exit_stops_every_process_of_the_local_ray_the_monitor_first():
     """The autoscaler monitor is killed ahead of Ray's shutdown (which would wait a second for it): nothing of
     the local Ray outlives the process, the monitor included."""
@@ -37,7 +30,7 @@ def test_exit_stops_every_process_of_the_local_ray_the_monitor_first():
     assert done.returncode == 0, done.stderr
     pids = json.loads(done.stdout.strip().splitlines()[-1])
     assert pids.get("monitor") and pids.get("raylet") and pids.get("gcs_server"), pids
-    left = {kind: [p for p in found if _alive(p)] for kind, found in pids.items()}
+    left = {kind: [p for p in found if alive(p)] for kind, found in pids.items()}
     for found in left.values():
         for pid in found:  # don't leave them to the next test
             os.kill(pid, signal.SIGKILL)
@@ -76,7 +69,6 @@ def test_the_local_ray_is_not_lost_once_the_processs_own_exit_stops_it():
 
 STARTS_AND_WAITS = """
 import json, os, time, ray
-from pathlib import Path
 from raytrain.ray_session import init_ray
 init_ray(None, num_cpus=1, include_dashboard=False, logging_level="ERROR")
 
@@ -89,19 +81,6 @@ held = Held.remote()
 actor = ray.get(held.pid.remote())
 node = ray._private.worker._global_node
 pids = {kind: [info.process.pid for info in infos] for kind, infos in node.all_processes.items()}
-parent = {}
-for entry in Path("/proc").iterdir():
-    try:
-        parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (ValueError, OSError, IndexError):
-        continue
-below, todo = [], [pids["raylet"][0]]
-while todo:  # the raylet's own children: its agents and workers, this actor among them
-    current = todo.pop()
-    children = [pid for pid, up in parent.items() if up == current]
-    below += children
-    todo += children
-pids["below the raylet"] = below
 pids["actor"] = [actor]
 print(json.dumps(pids), flush=True)
 time.sleep(300)
@@ -122,15 +101,17 @@ def test_the_local_rays_processes_are_out_of_the_drivers_process_group_and_still
         assert proc.stdout is not None
         pids = json.loads(proc.stdout.readline())
         assert pids.get("raylet") and pids.get("gcs_server") and pids.get("monitor"), pids
+        # the raylet's own children: its agents and workers, this actor among them
+        pids["below the raylet"] = sorted(descendants(pids["raylet"][0]))
         assert pids["actor"][0] in pids["below the raylet"], pids
         groups = {kind: [os.getpgid(pid) for pid in found] for kind, found in pids.items()}
         assert all(group not in (proc.pid, os.getpgid(0)) for found in groups.values() for group in found), groups
         os.killpg(proc.pid, signal.SIGKILL)  # the driver alone is in that group
         proc.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(_alive(p) for found in pids.values() for p in found):
+        while time.monotonic() < deadline and any(alive(p) for found in pids.values() for p in found):
             time.sleep(0.2)
-        left = {kind: [p for p in found if _alive(p)] for kind, found in pids.items()}
+        left = {kind: [p for p in found if alive(p)] for kind, found in pids.items()}
         assert not any(left.values()), f"still running after the driver was killed: {left}"
     finally:
         if proc.poll() is None:
@@ -138,7 +119,7 @@ def test_the_local_rays_processes_are_out_of_the_drivers_process_group_and_still
             proc.wait(timeout=30)
         for found in pids.values():
             for pid in found:
-                if _alive(pid):
+                if alive(pid):
                     os.kill(pid, signal.SIGKILL)
 
 

@@ -20,7 +20,7 @@ from typer.testing import Result
 
 from raytrain.tune import state
 
-from .conftest import invoke, tiny_base
+from .conftest import alive, descendants, invoke, tiny_base
 
 pytestmark = pytest.mark.integration
 
@@ -411,33 +411,8 @@ def test_ctrl_c_or_sigterm_stops_a_sweep_with_its_state_saved_and_names_the_resu
     assert all(2 <= t["iteration"] < 200 for t in data["trials"])
 
 
-def _descendants(pid: int) -> set[int]:
-    """The processes below `pid` (read from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, todo = set(), [pid]
-    while todo:
-        current = todo.pop()
-        children = [child for child, parent in parents.items() if parent == current]
-        found.update(children)
-        todo.extend(children)
-    return found
-
-
 def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            if (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "Z":
-                alive.add(pid)
-        except OSError:
-            continue
-    return alive
+    return {pid for pid in pids if alive(pid)}
 
 
 def _signalled_command(workdir, tmp_path: Path, command: str) -> tuple[subprocess.Popen, set[int]]:
@@ -459,7 +434,7 @@ def _signalled_command(workdir, tmp_path: Path, command: str) -> tuple[subproces
             checkpoints = list((tmp_path / "results" / "grouped").glob("*/checkpoint_000002") if command == "tune"
                                else (tmp_path / "runs" / "tiny").glob("*/checkpoints/checkpoint_000002"))
             if len(checkpoints) == (2 if command == "tune" else 1):
-                return proc, _descendants(proc.pid)
+                return proc, descendants(proc.pid)
             time.sleep(0.5)
         raise AssertionError("no checkpoint in time")
     except BaseException:
