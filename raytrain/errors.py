@@ -119,6 +119,12 @@ class RayAuthError(RaytrainError):
         )
 
 
+class RayTempDirError(RaytrainError):
+    """A local Ray cannot start under its temp folder (RAY_TMPDIR, else TMPDIR, else /tmp): found before it starts."""
+
+    exit_code = 2
+
+
 class RayUnreachableError(RaytrainError):
     """Nothing answers at the address of the Ray cluster to join (found in seconds, before Ray retries it)."""
 

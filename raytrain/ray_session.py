@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from raytrain.errors import RayAddressError, RayAuthError, RayUnreachableError, TrainError
+from raytrain.errors import RayAddressError, RayAuthError, RayTempDirError, RayUnreachableError, TrainError
 
 _stopping = False
 """Set once this process begins stopping the local Ray it started (its exit): what ends then is not lost."""
@@ -76,6 +76,9 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
     if joining:
         ray.init(address=joining, **options)
         return True
+    problem = ray_temp_dir_problem()
+    if problem is not None:
+        raise RayTempDirError(problem)
     with _in_a_process_group_of_their_own():
         ray.init(address="local", **options)
         _start_reaper()
@@ -83,6 +86,53 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
     atexit.unregister(_stop_local_monitor)
     atexit.register(_stop_local_monitor)
     return True
+
+
+SOCKET_PATH_MAX = 107
+"""The longest path of a Unix socket on Linux, in bytes (`sun_path` holds 108 with its NUL); Ray checks the same."""
+
+
+def ray_temp_dir_problem() -> str | None:
+    """Why a local Ray started by this process cannot work under its temp folder, or None when it can.
+
+    Ray keeps a session folder under `$RAY_TMPDIR/ray`, else `$TMPDIR/ray` (Linux), else `/tmp/ray`, with its
+    Unix sockets in it. Ray finds a folder it cannot write, or a socket path over Linux's 107 bytes, only after
+    the GCS is up, and fails with an OSError (exit 1). A Slurm site's per-job TMPDIR is often that long. Checked
+    here first, from the same variables, with the longest socket path this process's Ray would use
+    (`<folder>/session_<date>_<time>_<microseconds>_<pid>/sockets/plasma_store`): nothing is started or written.
+    """
+    from ray._common.utils import get_default_ray_temp_dir
+
+    set_in = [name for name in ("RAY_TMPDIR", "TMPDIR") if name in os.environ]  # Ray's order
+    value = os.environ[set_in[0]] if set_in else "/tmp"
+    said = f"{set_in[0]}={value!r}" if set_in else "/tmp, neither RAY_TMPDIR nor TMPDIR being set"
+    do = ("set RAY_TMPDIR (Ray reads it before TMPDIR) to a short folder this user can write, e.g. "
+          "`RAY_TMPDIR=/tmp`; nothing was started")
+    if not os.path.isabs(value):
+        return f"Ray's temp folder comes from {said}, which is not an absolute path: {do}"
+    folder = get_default_ray_temp_dir()
+    longest = os.path.join(folder, f"session_0000-00-00_00-00-00_000000_{os.getpid()}", "sockets", "plasma_store")
+    size = len(os.fsencode(longest))
+    if size > SOCKET_PATH_MAX:
+        return (f"Ray's temp folder {folder} (from {said}) is too long for the Unix sockets Ray makes in it: "
+                f"{os.path.join(folder, 'session_<date>_<pid>', 'sockets', 'plasma_store')} would be {size} bytes, "
+                f"and Linux allows {SOCKET_PATH_MAX}: {do}")
+    existing = Path(folder)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"Ray's temp folder {folder} cannot be made: {existing} is not a folder (from {said}): {do}"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        why = "is on a read-only file system" if _read_only(existing) else "is not writable by this user"
+        return f"Ray's temp folder {folder} cannot be written: {existing} {why} (from {said}): {do}"
+    return None
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 @contextmanager

@@ -2,15 +2,17 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import alive, descendants
+from .conftest import alive, descendants, tiny_base
 
 pytestmark = pytest.mark.integration
 
@@ -156,3 +158,61 @@ def test_no_address_starts_a_local_ray_beside_the_cluster_a_ray_start_recorded(r
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["said"] == "local Ray", got
     assert got["gcs"] != ours, got
+
+
+def _commands(tmp_path: Path) -> dict[str, list[str]]:
+    """`train`, `tune` and `run` (the framework) on the smallest inputs, each writing under tmp_path."""
+    base = tiny_base(1, 1).replace("experiment: {", f"experiment: {{storage_path: {tmp_path / 'runs'}, ")
+    (tmp_path / "base.yaml").write_text(base)
+    (tmp_path / "sweep.yaml").write_text(f"base: base.yaml\ncheckpoint: {{storage_path: {tmp_path / 'results'}}}\n"
+                                         "name: s\nsearch: {algorithm: random, num_samples: 1, seed: 0}\n")
+    (tmp_path / "pipeline.py").write_text("def main():\n    pass\n")
+    return {"train": ["train", str(tmp_path / "base.yaml")], "tune": ["tune", str(tmp_path / "sweep.yaml")],
+            "run": ["run", str(tmp_path / "pipeline.py"), "--main", "main", "--workers", "2"]}
+
+
+def _listing(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("command", ["train", "tune", "run"])
+def test_a_tmpdir_too_long_for_rays_sockets_is_exit_2_before_ray_starts(tmp_path, command):
+    """A Slurm site's per-job TMPDIR is often this long. Ray took it, started its GCS, then failed on its socket
+    path (`OSError: validate_socket_filename failed: AF_UNIX path length cannot exceed 107 bytes`, exit 1)."""
+    args = _commands(tmp_path)[command]
+    long = tmp_path / ("t" * 60)
+    long.mkdir()
+    before = _listing(tmp_path)
+    env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}, "TMPDIR": str(long)}
+    done = subprocess.run([sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = " ".join(done.stderr.split())
+    assert (f"error: Ray's temp folder {long}/ray (from TMPDIR={str(long)!r}) is too long for the Unix sockets Ray "
+            f"makes in it: {long}/ray/session_<date>_<pid>/sockets/plasma_store would be ") in said, said[-3000:]
+    assert ("and Linux allows 107: set RAY_TMPDIR (Ray reads it before TMPDIR) to a short folder this user can "
+            "write, e.g. `RAY_TMPDIR=/tmp`; nothing was started") in said
+    assert "Traceback" not in said and "validate_socket_filename" not in said
+    assert not (long / "ray").exists()  # no Ray session (torch, imported, may keep its compile cache in TMPDIR)
+    assert [p for p in _listing(tmp_path) if not p.startswith(f"{long.name}/")] == before  # no run or sweep folder
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a mount namespace)")
+def test_a_read_only_tmpdir_is_exit_2_before_ray_starts(tmp_path, request):
+    """Ray failed after its start began: `OSError: [Errno 30] Read-only file system: '.../ray'`, exit 1. Here
+    TMPDIR is a read-only bind mount in a mount namespace of the command's own (root writes anywhere else)."""
+    args = _commands(tmp_path)["train"]
+    ro = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # pytest's tmp_path is too long for Ray's sockets itself
+    request.addfinalizer(lambda: shutil.rmtree(ro))
+    script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+    env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}, "TMPDIR": str(ro)}
+    before = _listing(tmp_path)
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(ro),
+                           sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = " ".join(done.stderr.split())
+    assert (f"error: Ray's temp folder {ro}/ray cannot be written: {ro} is on a read-only file system (from "
+            f"TMPDIR={str(ro)!r}): set RAY_TMPDIR (Ray reads it before TMPDIR) to a short folder this user can write, "
+            "e.g. `RAY_TMPDIR=/tmp`; nothing was started") in said, said[-3000:]
+    assert "Traceback" not in said and "Errno 30" not in said
+    assert _listing(tmp_path) == before and list(ro.iterdir()) == []
