@@ -92,26 +92,29 @@ SOCKET_PATH_MAX = 107
 """The longest path of a Unix socket on Linux, in bytes (`sun_path` holds 108 with its NUL); Ray checks the same."""
 
 
-def ray_temp_dir_problem() -> str | None:
-    """Why a local Ray started by this process cannot work under its temp folder, or None when it can.
+def ray_temp_dir_problem(pid: int | None = None, *, set_where: str = "") -> str | None:
+    """Why a Ray head started by this process (`pid`: by another, whose pid is not known yet) cannot work under
+    its temp folder, or None when it can.
 
     Ray keeps a session folder under `$RAY_TMPDIR/ray`, else `$TMPDIR/ray` (Linux), else `/tmp/ray`, with its
     Unix sockets in it. Ray finds a folder it cannot write, or a socket path over Linux's 107 bytes, only after
     the GCS is up, and fails with an OSError (exit 1). A Slurm site's per-job TMPDIR is often that long. Checked
     here first, from the same variables, with the longest socket path this process's Ray would use
     (`<folder>/session_<date>_<time>_<microseconds>_<pid>/sockets/plasma_store`): nothing is started or written.
+    For a `pid` not known yet, the longest this machine gives (`largest_pid`). `set_where`: where the user sets
+    RAY_TMPDIR, said in the advice (" in the Slurm file's `env:`").
     """
     from ray._common.utils import get_default_ray_temp_dir
 
     set_in = [name for name in ("RAY_TMPDIR", "TMPDIR") if name in os.environ]  # Ray's order
     value = os.environ[set_in[0]] if set_in else "/tmp"
     said = f"{set_in[0]}={value!r}" if set_in else "/tmp, neither RAY_TMPDIR nor TMPDIR being set"
-    do = ("set RAY_TMPDIR (Ray reads it before TMPDIR) to a short folder this user can write, e.g. "
+    do = (f"set RAY_TMPDIR{set_where} (Ray reads it before TMPDIR) to a short folder this user can write, e.g. "
           "`RAY_TMPDIR=/tmp`; nothing was started")
     if not os.path.isabs(value):
         return f"Ray's temp folder comes from {said}, which is not an absolute path: {do}"
     folder = get_default_ray_temp_dir()
-    longest = os.path.join(folder, f"session_0000-00-00_00-00-00_000000_{os.getpid()}", "sockets", "plasma_store")
+    longest = os.path.join(folder, f"session_0000-00-00_00-00-00_000000_{os.getpid() if pid is None else pid}", "sockets", "plasma_store")
     size = len(os.fsencode(longest))
     if size > SOCKET_PATH_MAX:
         return (f"Ray's temp folder {folder} (from {said}) is too long for the Unix sockets Ray makes in it: "
@@ -126,6 +129,14 @@ def ray_temp_dir_problem() -> str | None:
         why = "is on a read-only file system" if _read_only(existing) else "is not writable by this user"
         return f"Ray's temp folder {folder} cannot be written: {existing} {why} (from {said}): {do}"
     return None
+
+
+def largest_pid() -> int:
+    """The largest process id this machine gives (`/proc/sys/kernel/pid_max` less one; Linux's limit if unknown)."""
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text()) - 1
+    except (OSError, ValueError):
+        return 4194303
 
 
 def _read_only(folder: Path) -> bool:

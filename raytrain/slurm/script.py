@@ -222,11 +222,13 @@ mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 HEAD="${NODES[0]}"
 WORKERS=("${NODES[@]:1}")
 CPUS="${SLURM_CPUS_PER_TASK:-$DEFAULT_CPUS}"
+# The head's address, once Ray's temp folder there is found usable (a site's per-job TMPDIR can be too long for
+# Ray's Unix sockets, which Ray finds only once its GCS is up).
 if [ "${SLURMD_NODENAME:-}" = "$HEAD" ]; then
-    HEAD_IP="$("$PYTHON" -m raytrain.slurm.wait --this-ip)"
+    HEAD_IP="$("$PYTHON" -m raytrain.slurm.wait --this-ip --ray-temp-dir)"
 else
-    HEAD_IP="$(srun --nodes=1 --ntasks=1 --nodelist="$HEAD" "$PYTHON" -m raytrain.slurm.wait --this-ip)"
-fi
+    HEAD_IP="$(srun --nodes=1 --ntasks=1 --nodelist="$HEAD" "$PYTHON" -m raytrain.slurm.wait --this-ip --ray-temp-dir)"
+fi || { say "Ray cannot start on $HEAD (see the line above): nothing was started"; exit 1; }
 ADDRESS="$HEAD_IP:$HEAD_PORT"
 say "job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}): nodes ${NODES[*]}, head $HEAD ($ADDRESS), $CPUS CPUs per node"
 

@@ -1,6 +1,9 @@
 """Run inside a batch job: wait until a Ray node is alive on every node of the allocation, or fail naming the
 missing ones. `python -m raytrain.slurm.wait --address HEAD:PORT --timeout S -- NODE...`
 
+`--this-ip [--ray-temp-dir]`, on the head node before Ray starts: the address for Ray there, once Ray's temp
+folder there is found usable (`ray_temp_dir_problem`).
+
 `--shared MARKER TOKEN`, on each other node before Ray starts: whether the job's folder there is the one the
 batch shell wrote MARKER in (holding TOKEN), i.e. on a file system every node shares."""
 
@@ -42,6 +45,9 @@ def shared_problem(marker: str, token: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m raytrain.slurm.wait")
     parser.add_argument("--this-ip", action="store_true", help="Print this node's address for Ray and exit.")
+    parser.add_argument("--ray-temp-dir", action="store_true",
+                        help="With --this-ip: exit 1 instead, saying why, when `ray start --head` here could not "
+                             "keep its session under this node's temp folder (RAY_TMPDIR, else TMPDIR, else /tmp).")
     parser.add_argument("--shared", nargs=2, metavar=("MARKER", "TOKEN"),
                         help="Exit 1, saying so, unless MARKER holds TOKEN on this node.")
     parser.add_argument("--address")
@@ -50,6 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.this_ip:
         from raytrain.config.cluster import this_machine_ip
+
+        if args.ray_temp_dir:
+            import socket
+
+            from raytrain.ray_session import largest_pid, ray_temp_dir_problem
+
+            problem = ray_temp_dir_problem(largest_pid(), set_where=" in the Slurm file's `env:`")
+            if problem is not None:
+                print(f"raytrain: {socket.gethostname()}: {problem}", file=sys.stderr, flush=True)
+                return 1
 
         print(this_machine_ip())
         return 0

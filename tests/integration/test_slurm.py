@@ -238,6 +238,29 @@ def test_a_job_folder_that_not_every_node_shares_ends_the_job_before_ray_starts(
             lab.on(n, f"umount {shared}")
 
 
+def test_a_tmpdir_too_long_for_rays_sockets_ends_the_job_before_ray_starts(lab, sweep):
+    """A site's per-job TMPDIR (here set through the Slurm file's `env:`) that is too long for Ray's Unix sockets:
+    `ray start --head` failed after its GCS was up (`AF_UNIX path length cannot exceed 107 bytes`) and the job
+    said only that the head did not come up. The head's step says why, and what to set, before any Ray starts."""
+    long = "/tmp/" + "t" * 60
+    path, slurm, results = sweep("name: longtmp\nsearch: {algorithm: random, num_samples: 1, seed: 0}\n", stop=1,
+                                 env={"OMP_NUM_THREADS": "1", "TMPDIR": long})
+    job_id, _ = submit(lab, path, slurm)
+    info = wait_done(lab, job_id, limit_s=300)
+    log = log_of(lab, job_id)
+    said = " ".join(log.split())
+    assert info["state"] == "FAILED", (info, log[-3000:])
+    assert (f"raytrain: {lab.names[0]}: Ray's temp folder {long}/ray (from TMPDIR={long!r}) is too long for the Unix "
+            f"sockets Ray makes in it: {long}/ray/session_<date>_<pid>/sockets/plasma_store would be ") in said, log[-3000:]
+    assert ("set RAY_TMPDIR in the Slurm file's `env:` (Ray reads it before TMPDIR) to a short folder this user can "
+            "write, e.g. `RAY_TMPDIR=/tmp`; nothing was started") in said
+    assert f"Ray cannot start on {lab.names[0]} (see the line above): nothing was started" in said
+    assert "Ray runtime started" not in log and "validate_socket_filename" not in log, log[-3000:]
+    assert not any(p.name.startswith("trial") or p.name.startswith("experiment_state")
+                   for p in (results / "longtmp").iterdir())
+    no_ray_left(lab)
+
+
 def test_a_worker_node_that_dies_mid_sweep_loses_nothing(lab, sweep):
     """A worker node powered off mid-sweep (its slurmd, Ray and trial die with it): the job keeps running on the
     others, Tune retries the lost trial there from its last checkpoint, every trial finishes, none restarts."""

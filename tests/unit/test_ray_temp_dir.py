@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raytrain.ray_session import SOCKET_PATH_MAX, ray_temp_dir_problem
+from raytrain.ray_session import SOCKET_PATH_MAX, largest_pid, ray_temp_dir_problem
 
 ADVICE = "set RAY_TMPDIR (Ray reads it before TMPDIR) to a short folder this user can write, e.g. `RAY_TMPDIR=/tmp`"
 
@@ -124,3 +124,29 @@ def test_any_value_is_answered_and_one_that_passes_is_usable(value):
         assert len(os.fsencode(longest)) <= SOCKET_PATH_MAX
     else:
         assert problem.endswith(f"{ADVICE}; nothing was started") and repr(value) in problem
+
+
+def test_a_head_another_process_starts_is_checked_with_the_longest_pid_this_machine_gives(short_tmp):
+    """`ray start --head` in a Slurm job: its pid is not known before it starts."""
+    assert largest_pid() >= 32767
+    rest = len(f"/ray/session_0000-00-00_00-00-00_000000_{largest_pid()}/sockets/plasma_store")
+    folder = short_tmp / ("d" * (SOCKET_PATH_MAX + 1 - rest - len(str(short_tmp)) - 1))
+    folder.mkdir()
+    with temp_env(RAY_TMPDIR=None, TMPDIR=str(folder)):
+        assert ray_temp_dir_problem(1) is None
+        assert "would be 108 bytes" in (ray_temp_dir_problem(largest_pid()) or "")
+
+
+def test_the_slurm_jobs_head_step_says_why_and_where_to_set_it(short_tmp, capsys):
+    from raytrain.slurm.wait import main
+
+    long = _tmpdir_of_socket_path(short_tmp, 200)
+    with temp_env(RAY_TMPDIR=None, TMPDIR=str(long)):
+        assert main(["--this-ip", "--ray-temp-dir"]) == 1
+    said = capsys.readouterr()
+    assert said.out == ""  # no address for the batch script to take
+    assert f"Ray's temp folder {long}/ray (from TMPDIR={str(long)!r}) is too long" in said.err
+    assert "set RAY_TMPDIR in the Slurm file's `env:` (Ray reads it before TMPDIR)" in said.err
+    with temp_env(RAY_TMPDIR=None, TMPDIR=str(short_tmp)):
+        assert main(["--this-ip", "--ray-temp-dir"]) == 0
+    assert capsys.readouterr().out.strip()
