@@ -30,20 +30,14 @@ def short_tmp():
 
 @contextmanager
 def temp_env(**values: str | None):
-    saved = {name: os.environ.get(name) for name in values}
-    try:
+    """These variables set (None: unset) for the block; a hypothesis test cannot take the monkeypatch fixture."""
+    with pytest.MonkeyPatch.context() as patch:
         for name, value in values.items():
             if value is None:
-                os.environ.pop(name, None)
+                patch.delenv(name, raising=False)
             else:
-                os.environ[name] = value
+                patch.setenv(name, value)
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _tmpdir_of_socket_path(short_tmp: Path, size: int) -> Path:
