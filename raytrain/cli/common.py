@@ -170,12 +170,15 @@ class TuneStopOnTerm:
             threading.Thread(target=self._watch, args=(self.exp_dir,), name="raytrain-term-watch", daemon=True).start()
 
     @staticmethod
-    def _watch(exp_dir: Path, *, notice_s: float = 2.0, save_s: float = 15.0) -> None:
+    def _watch(exp_dir: Path, *, notice_s: float = 2.0, own_save_s: float = 3.0, save_s: float = 15.0) -> None:
         """When the SIGTERM went to every process of the command (systemd or Slurm stopping it), the local
         Ray's own processes got it too (`local_ray_lost`), and Tune, once it has saved its state, waits 60 s
         for a GCS that is shutting down to stop the trials, then Ray ends the process with a native error.
-        Here: wait for that save (an `experiment_state-*.json` written after the signal; at most `save_s`), then
-        kill what is left of the local Ray and exit 130 naming the resume. A SIGTERM to this process alone, or
+        Or Tune's loop is itself held in a call to the stopped GCS (`remove_placement_group`, after a trial actor
+        the signal ended), and Tune never gets to its save. Here: wait for that save (an `experiment_state-*.json`
+        written after the signal); if none came in `own_save_s`, save it with Tune's own save from this thread
+        (`save_state_beside_a_blocked_tune`), and wait for it at most `save_s` in all; then kill what is left of the
+        local Ray and exit 130 naming the resume. A SIGTERM to this process alone, or
         to its process group (where Ray's processes are not), leaves Ray running: nothing is done, and Tune
         stops the trials in order."""
         import time
@@ -194,6 +197,12 @@ class TuneStopOnTerm:
             except OSError:
                 return False
 
+        from raytrain.tune.run import release_driver, save_state_beside_a_blocked_tune
+
+        while not saved() and time.time() - signalled < own_save_s:
+            time.sleep(0.1)
+        if not saved():
+            save_state_beside_a_blocked_tune()
         while not saved() and time.time() - signalled < save_s:
             time.sleep(0.1)
         state = "Tune saved its state" if saved() else "Tune's state is as it last saved it"
@@ -201,8 +210,6 @@ class TuneStopOnTerm:
               f"command, as systemd and Slurm send it), so the trials cannot be stopped in order. {state}: "
               f"continue the sweep with `raytrain tune resume {shlex.quote(str(exp_dir))}`", file=sys.stderr, flush=True)
         abandon_local_ray()
-        from raytrain.tune.run import release_driver
-
         release_driver(exp_dir)
         exit_now(130)
 

@@ -171,6 +171,41 @@ def release_driver(exp_dir: Path) -> None:
         (exp_dir / DRIVER_FILE).unlink(missing_ok=True)
 
 
+TUNE_SAVING = frozenset({"checkpoint", "sync_up_experiment_state", "save_to_dir"})
+"""Tune's functions on the way to its experiment state file (`TuneController.checkpoint`, Ray 2.60)."""
+
+
+def save_state_beside_a_blocked_tune() -> bool:
+    """Save Tune's experiment state from this thread, with Tune's own save (`TuneController.checkpoint`), while
+    Tune's loop in the main thread is held in a call to a GCS that a SIGTERM to every process stopped. True once
+    saved; False, with nothing written, where there is not one controller or the main thread is in Tune's save.
+
+    There, Tune's loop was seen held in `remove_placement_group` (cleaning up after a trial actor the signal ended):
+    Ray's GCS client retries for 60 s and then ends the process, so Tune's own save, which comes once the loop's
+    step returns, never came. The state saved here is the one that step began with: the trials as RUNNING with
+    their last checkpoints, which `tune resume` continues.
+    """
+    import gc
+    import threading
+
+    from ray.tune.execution.tune_controller import TuneController
+
+    controllers = [o for o in gc.get_objects() if isinstance(o, TuneController)]
+    main = sys._current_frames().get(threading.main_thread().ident or -1)
+    frame = main
+    while frame is not None:
+        if frame.f_code.co_name in TUNE_SAVING:
+            return False  # Tune is saving already: two writers of one file
+        frame = frame.f_back
+    if len(controllers) != 1:
+        return False
+    try:
+        controllers[0].checkpoint(force=True, wait=True)
+    except Exception:  # noqa: BLE001 - the stop goes on as it would have, with the state as it last saved it
+        return False
+    return True
+
+
 def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
     exp_dir = loaded.experiment_dir
     exp_dir.mkdir(parents=True, exist_ok=True)

@@ -505,7 +505,9 @@ def test_a_sigterm_to_the_whole_process_group_reaches_the_driver_alone_which_sto
 # Alone: this case races the command against its local Ray's own shutdown, and on a busy machine it loses: Ray's
 # core worker ends a driver whose raylet is gone (exit 1, no word). Beside two busy loops, `train` lost in 2 of 5
 # runs and `tune` (Tune's save not seen in 15 s) in 1 of 5; with nothing beside it, 5 of 5 passed. An open defect,
-# said in the README and the session note; the test keeps its assertions.
+# said in the README and the session note; the test keeps its assertions. `tune`'s case later failed in 5 of 7 runs
+# of `make test`'s second pass on another machine, with nothing beside it: Tune's loop held in a call to the
+# stopped GCS (test_tunes_state_is_saved_beside_a_loop_held_in_a_call_to_a_stopped_gcs); after the fix, 11 of 12.
 @pytest.mark.alone
 @pytest.mark.parametrize("command", ["tune", "train"])
 def test_a_sigterm_to_every_process_of_the_command_ends_it_at_once_with_its_state_saved(workdir, tmp_path,
@@ -782,3 +784,70 @@ def test_a_sweep_on_a_full_disk_says_so_with_its_resume(workdir, tmp_path):
     said = " ".join(done.stderr.split())
     assert (f"error: No space left on device in {storage}/full: free space there (or keep fewer checkpoints, "
             f"checkpoint.num_to_keep), then `raytrain tune resume {storage}/full`") in said, said[-3000:]
+
+
+HELD_TUNE = """
+import glob, json, os, sys, tempfile, threading
+import ray
+from ray import tune
+from raytrain.tune.run import save_state_beside_a_blocked_tune
+
+storage = sys.argv[1]
+answers = {}
+
+
+def from_another_thread(key):
+    thread = threading.Thread(target=lambda: answers.update({key: save_state_beside_a_blocked_tune()}))
+    thread.start()
+    thread.join()
+
+
+class Held(tune.Callback):
+    # Tune's loop held in the main thread, as in a call to a GCS that is gone: the state is saved from another.
+    def on_trial_result(self, iteration, trials, trial, result):
+        if result["step"] == 3 and "held" not in answers:
+            states = glob.glob(os.path.join(storage, "held", "experiment_state-*.json"))
+            answers["before"] = max(os.stat(p).st_mtime_ns for p in states) if states else 0
+            from_another_thread("held")
+            states = glob.glob(os.path.join(storage, "held", "experiment_state-*.json"))
+            saved = json.load(open(max(states, key=os.path.getmtime)))
+            answers["after"] = max(os.stat(p).st_mtime_ns for p in states)
+            answers["trials"] = [json.loads(t[0])["status"] for t in saved["trial_data"]]
+            print(json.dumps(answers), flush=True)
+            os._exit(0)  # as the stopped GCS's client ends the process
+
+    def get_state(self):  # inside Tune's own save: not a second writer
+        if "in_save" not in answers:
+            from_another_thread("in_save")
+        return None
+
+
+def steps(config):
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint:
+        start = json.load(open(os.path.join(checkpoint.path, "s.json")))["step"]
+    for step in range(start + 1, 100):
+        with tempfile.TemporaryDirectory() as folder:
+            json.dump({"step": step}, open(os.path.join(folder, "s.json"), "w"))
+            tune.report({"step": step}, checkpoint=tune.Checkpoint.from_directory(folder))
+
+
+ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
+tune.Tuner(steps, run_config=tune.RunConfig(name="held", storage_path=storage, callbacks=[Held()], verbose=0)).fit()
+"""
+
+
+def test_tunes_state_is_saved_beside_a_loop_held_in_a_call_to_a_stopped_gcs(tmp_path):
+    """A SIGTERM to every process of `tune` (systemd, Slurm): Tune's loop was seen held in `remove_placement_group`
+    on the stopped GCS (cleaning up after a trial actor the signal ended), so Tune's own save never came and the
+    command ended with the state as Tune last saved it (seconds older; the `alone` test above failed so, in 5 of 7
+    runs of `make test`'s second pass on a stop's machine). `save_state_beside_a_blocked_tune` saves it with
+    Tune's own save from the signal watch's thread; inside Tune's save it does nothing (two writers of one file)."""
+    done = subprocess.run([sys.executable, "-c", HELD_TUNE, str(tmp_path)], capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answers["in_save"] is False, answers
+    assert answers["held"] is True and answers["after"] > answers["before"], answers
+    assert answers["trials"] == ["RUNNING"], answers
