@@ -202,7 +202,7 @@ class TuneStopOnTerm:
         while not saved() and time.time() - signalled < own_save_s:
             time.sleep(0.1)
         if not saved():
-            save_state_beside_a_blocked_tune()
+            save_state_beside_a_blocked_tune(exp_dir)
         while not saved() and time.time() - signalled < save_s:
             time.sleep(0.1)
         state = "Tune saved its state" if saved() else "Tune's state is as it last saved it"

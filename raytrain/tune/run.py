@@ -175,10 +175,12 @@ TUNE_SAVING = frozenset({"checkpoint", "sync_up_experiment_state", "save_to_dir"
 """Tune's functions on the way to its experiment state file (`TuneController.checkpoint`, Ray 2.60)."""
 
 
-def save_state_beside_a_blocked_tune() -> bool:
+def save_state_beside_a_blocked_tune(exp_dir: Path) -> bool:
     """Save Tune's experiment state from this thread, with Tune's own save (`TuneController.checkpoint`), while
     Tune's loop in the main thread is held in a call to a GCS that a SIGTERM to every process stopped. True once
-    saved; False, with nothing written, where there is not one controller or the main thread is in Tune's save.
+    saved; False, with nothing written, where there is not one controller, the main thread is in Tune's save, or
+    a trial has ended in Tune's memory since its last saved state in `exp_dir` (Tune's stop marks the trials it
+    stops TERMINATED: saved so, a resume would not continue them; seen once in eight runs).
 
     There, Tune's loop was seen held in `remove_placement_group` (cleaning up after a trial actor the signal ended):
     Ray's GCS client retries for 60 s and then ends the process, so Tune's own save, which comes once the loop's
@@ -197,13 +199,26 @@ def save_state_beside_a_blocked_tune() -> bool:
         if frame.f_code.co_name in TUNE_SAVING:
             return False  # Tune is saving already: two writers of one file
         frame = frame.f_back
-    if len(controllers) != 1:
+    if len(controllers) != 1 or _ended_since_saved(controllers[0], exp_dir):
         return False
     try:
         controllers[0].checkpoint(force=True, wait=True)
     except Exception:  # noqa: BLE001 - the stop goes on as it would have, with the state as it last saved it
         return False
     return True
+
+
+def _ended_since_saved(controller: Any, exp_dir: Path) -> bool:
+    """Whether a trial is TERMINATED or ERROR in `controller` but not so in the last experiment state in `exp_dir`
+    (True where that state cannot be read)."""
+    try:
+        last = max(exp_dir.glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+        saved = {trial["trial_id"]: trial["status"]
+                 for trial in (json.loads(entry[0]) for entry in json.loads(last.read_text())["trial_data"])}
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return True
+    return any(trial.status in ("TERMINATED", "ERROR") and saved.get(trial.trial_id) != trial.status
+               for trial in controller.get_trials())
 
 
 def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
