@@ -505,9 +505,10 @@ def test_a_sigterm_to_the_whole_process_group_reaches_the_driver_alone_which_sto
 # Alone: this case races the command against its local Ray's own shutdown, and on a busy machine it loses: Ray's
 # core worker ends a driver whose raylet is gone (exit 1, no word). Beside two busy loops, `train` lost in 2 of 5
 # runs and `tune` (Tune's save not seen in 15 s) in 1 of 5; with nothing beside it, 5 of 5 passed. An open defect,
-# said in the README and the session note; the test keeps its assertions. `tune`'s case later failed in 5 of 7 runs
-# of `make test`'s second pass on another machine, with nothing beside it: Tune's loop held in a call to the
-# stopped GCS (test_tunes_state_is_saved_beside_a_loop_held_in_a_call_to_a_stopped_gcs); after the fix, 11 of 12.
+# said in the README and the session note; the test keeps its assertions. Later, on another machine with nothing
+# beside it, `make test`'s second pass failed in 5 of 12 runs (each failure whose output was read: `tune`'s case, its
+# state as last saved): Tune's loop held in a call to the stopped GCS, which the watch now saves beside
+# (test_tunes_state_is_saved_beside_a_loop_held_in_a_call_to_a_stopped_gcs). `train`'s race stays: 3 or 4 of 29 after.
 @pytest.mark.alone
 @pytest.mark.parametrize("command", ["tune", "train"])
 def test_a_sigterm_to_every_process_of_the_command_ends_it_at_once_with_its_state_saved(workdir, tmp_path,
@@ -849,8 +850,8 @@ tune.Tuner(steps, run_config=tune.RunConfig(name="held", storage_path=storage, c
 def test_tunes_state_is_saved_beside_a_loop_held_in_a_call_to_a_stopped_gcs(tmp_path):
     """A SIGTERM to every process of `tune` (systemd, Slurm): Tune's loop was seen held in `remove_placement_group`
     on the stopped GCS (cleaning up after a trial actor the signal ended), so Tune's own save never came and the
-    command ended with the state as Tune last saved it (seconds older; the `alone` test above failed so, in 5 of 7
-    runs of `make test`'s second pass on a stop's machine). `save_state_beside_a_blocked_tune` saves it with
+    command ended with the state as Tune last saved it (seconds older; the `alone` test above failed so in `make
+    test`'s second pass, 5 of 12 runs on one machine). `save_state_beside_a_blocked_tune` saves it with
     Tune's own save from the signal watch's thread; inside Tune's save it does nothing (two writers of one file), nor
     where a trial has ended in Tune's memory since its last save (Tune's stop marks the trials it stops TERMINATED,
     and a resume would not continue them: seen once in eight runs of the `alone` test)."""
