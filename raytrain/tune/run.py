@@ -192,13 +192,12 @@ def save_state_beside_a_blocked_tune(exp_dir: Path) -> bool:
 
     from ray.tune.execution.tune_controller import TuneController
 
-    controllers = [o for o in gc.get_objects() if isinstance(o, TuneController)]
-    main = sys._current_frames().get(threading.main_thread().ident or -1)
-    frame = main
+    frame = sys._current_frames().get(threading.main_thread().ident or -1)
     while frame is not None:
         if frame.f_code.co_name in TUNE_SAVING:
             return False  # Tune is saving already: two writers of one file
         frame = frame.f_back
+    controllers = [o for o in gc.get_objects() if isinstance(o, TuneController)]  # after the cheap check
     if len(controllers) != 1 or _ended_since_saved(controllers[0], exp_dir):
         return False
     try:
@@ -211,11 +210,8 @@ def save_state_beside_a_blocked_tune(exp_dir: Path) -> bool:
 def _ended_since_saved(controller: Any, exp_dir: Path) -> bool:
     """Whether a trial is TERMINATED or ERROR in `controller` but not so in the last experiment state in `exp_dir`
     (True where that state cannot be read)."""
-    try:
-        last = max(exp_dir.glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
-        saved = {trial["trial_id"]: trial["status"]
-                 for trial in (json.loads(entry[0]) for entry in json.loads(last.read_text())["trial_data"])}
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+    saved = {trial.get("trial_id"): trial.get("status") for trial, _ in state.trials(exp_dir)}
+    if not saved:
         return True
     return any(trial.status in ("TERMINATED", "ERROR") and saved.get(trial.trial_id) != trial.status
                for trial in controller.get_trials())
