@@ -201,11 +201,11 @@ class TuneStopOnTerm:
 
         while not saved() and time.time() - signalled < own_save_s:
             time.sleep(0.1)
-        if not saved():
-            save_state_beside_a_blocked_tune(exp_dir)
+        why_not = save_state_beside_a_blocked_tune(exp_dir) if not saved() else None
         while not saved() and time.time() - signalled < save_s:
             time.sleep(0.1)
-        state = "Tune saved its state" if saved() else "Tune's state is as it last saved it"
+        state = ("Tune saved its state" if saved() else
+                 f"Tune's state is as it last saved it ({why_not})" if why_not else "Tune's state is as it last saved it")
         print(f"raytrain: the SIGTERM stopped the local Ray's own processes too (it went to every process of the "
               f"command, as systemd and Slurm send it), so the trials cannot be stopped in order. {state}: "
               f"continue the sweep with `raytrain tune resume {shlex.quote(str(exp_dir))}`", file=sys.stderr, flush=True)

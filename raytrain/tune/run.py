@@ -175,12 +175,12 @@ TUNE_SAVING = frozenset({"checkpoint", "sync_up_experiment_state", "save_to_dir"
 """Tune's functions on the way to its experiment state file (`TuneController.checkpoint`, Ray 2.60)."""
 
 
-def save_state_beside_a_blocked_tune(exp_dir: Path) -> bool:
+def save_state_beside_a_blocked_tune(exp_dir: Path) -> str | None:
     """Save Tune's experiment state from this thread, with Tune's own save (`TuneController.checkpoint`), while
-    Tune's loop in the main thread is held in a call to a GCS that a SIGTERM to every process stopped. True once
-    saved; False, with nothing written, where there is not one controller, the main thread is in Tune's save, or
-    a trial has ended in Tune's memory since its last saved state in `exp_dir` (Tune's stop marks the trials it
-    stops TERMINATED: saved so, a resume would not continue them; seen once in eight runs).
+    Tune's loop in the main thread is held in a call to a GCS that a SIGTERM to every process stopped. None once
+    saved; else why nothing was written: there is not one controller, the main thread is in Tune's save, or a trial
+    has ended in Tune's memory since its last saved state in `exp_dir` (Tune's stop marks the trials it stops
+    TERMINATED: saved so, a resume would not continue them; seen once in eight runs).
 
     There, Tune's loop was seen held in `remove_placement_group` (cleaning up after a trial actor the signal ended):
     Ray's GCS client retries for 60 s and then ends the process, so Tune's own save, which comes once the loop's
@@ -195,26 +195,33 @@ def save_state_beside_a_blocked_tune(exp_dir: Path) -> bool:
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
     while frame is not None:
         if frame.f_code.co_name in TUNE_SAVING:
-            return False  # Tune is saving already: two writers of one file
+            return f"Tune's loop is in its own save ({frame.f_code.co_name})"  # two writers of one file
         frame = frame.f_back
-    controllers = [o for o in gc.get_objects() if isinstance(o, TuneController)]  # after the cheap check
-    if len(controllers) != 1 or _ended_since_saved(controllers[0], exp_dir):
-        return False
+    # After the cheap check; `type`, not `isinstance`, which reads `__class__` and wakes lazy modules' warnings.
+    controllers = [o for o in gc.get_objects() if issubclass(type(o), TuneController)]
+    if len(controllers) != 1:
+        return f"{len(controllers)} Tune controllers in this process, not one"
+    ended = _ended_since_saved(controllers[0], exp_dir)
+    if ended:
+        return ended
     try:
         controllers[0].checkpoint(force=True, wait=True)
-    except Exception:  # noqa: BLE001 - the stop goes on as it would have, with the state as it last saved it
-        return False
-    return True
+    except Exception as error:  # noqa: BLE001 - the stop goes on as it would have, with the state as it last saved it
+        return f"Tune's save failed: {type(error).__name__}: {error}"
+    return None
 
 
-def _ended_since_saved(controller: Any, exp_dir: Path) -> bool:
-    """Whether a trial is TERMINATED or ERROR in `controller` but not so in the last experiment state in `exp_dir`
-    (True where that state cannot be read)."""
+def _ended_since_saved(controller: Any, exp_dir: Path) -> str | None:
+    """Which trial is TERMINATED or ERROR in `controller` but not so in the last experiment state in `exp_dir`
+    (or that the state cannot be read); None where none."""
     saved = {trial.get("trial_id"): trial.get("status") for trial, _ in state.trials(exp_dir)}
     if not saved:
-        return True
-    return any(trial.status in ("TERMINATED", "ERROR") and saved.get(trial.trial_id) != trial.status
-               for trial in controller.get_trials())
+        return "Tune's last saved state cannot be read"
+    for trial in controller.get_trials():
+        if trial.status in ("TERMINATED", "ERROR") and saved.get(trial.trial_id) != trial.status:
+            return (f"trial {trial.trial_id} is {trial.status} in Tune's memory, {saved.get(trial.trial_id)} in its "
+                    f"last saved state")
+    return None
 
 
 def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
