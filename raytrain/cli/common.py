@@ -191,13 +191,14 @@ class TuneStopOnTerm:
                 return
             time.sleep(0.1)
 
+        from raytrain.tune.run import release_driver, save_state_beside_a_blocked_tune
+        from raytrain.tune.state import STATE_GLOB
+
         def saved() -> bool:
             try:
-                return any(p.stat().st_mtime >= signalled for p in exp_dir.glob("experiment_state-*.json"))
+                return any(p.stat().st_mtime >= signalled for p in exp_dir.glob(STATE_GLOB))
             except OSError:
                 return False
-
-        from raytrain.tune.run import release_driver, save_state_beside_a_blocked_tune
 
         while not saved() and time.time() - signalled < own_save_s:
             time.sleep(0.1)

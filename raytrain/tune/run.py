@@ -178,14 +178,15 @@ TUNE_SAVING = frozenset({"checkpoint", "sync_up_experiment_state", "save_to_dir"
 def save_state_beside_a_blocked_tune(exp_dir: Path) -> str | None:
     """Save Tune's experiment state from this thread, with Tune's own save (`TuneController.checkpoint`), while
     Tune's loop in the main thread is held in a call to a GCS that a SIGTERM to every process stopped. None once
-    saved; else why nothing was written: there is not one controller, the main thread is in Tune's save, or a trial
-    has ended in Tune's memory since its last saved state in `exp_dir` (Tune's stop marks the trials it stops
-    TERMINATED: saved so, a resume would not continue them; seen once in eight runs).
+    saved; else why nothing was written: the main thread is in Tune's save, there is not one controller, or Tune's
+    last saved state in `exp_dir` cannot be read.
 
-    There, Tune's loop was seen held in `remove_placement_group` (cleaning up after a trial actor the signal ended):
-    Ray's GCS client retries for 60 s and then ends the process, so Tune's own save, which comes once the loop's
-    step returns, never came. The state saved here is the one that step began with: the trials as RUNNING with
-    their last checkpoints, which `tune resume` continues.
+    There, Tune's loop was seen held in `remove_placement_group`, cleaning up after a trial actor the signal ended,
+    or stopping the trials after its final save (which had not reached `exp_dir`): Ray's GCS client retries for
+    60 s and then ends the process. The state saved here is the trials' progress and checkpoints as Tune has them.
+    A trial that has ended in Tune's memory since its last saved state (Tune's stop marks the trials it stops
+    TERMINATED, and one whose actor the signal ended is ERROR) is saved with the status that state gave it, so
+    `tune resume` continues it as it would have from that state; Tune's memory is put back after the save.
     """
     import gc
     import threading
@@ -201,27 +202,28 @@ def save_state_beside_a_blocked_tune(exp_dir: Path) -> str | None:
     controllers = [o for o in gc.get_objects() if issubclass(type(o), TuneController)]
     if len(controllers) != 1:
         return f"{len(controllers)} Tune controllers in this process, not one"
-    ended = _ended_since_saved(controllers[0], exp_dir)
-    if ended:
-        return ended
-    try:
-        controllers[0].checkpoint(force=True, wait=True)
-    except Exception as error:  # noqa: BLE001 - the stop goes on as it would have, with the state as it last saved it
-        return f"Tune's save failed: {type(error).__name__}: {error}"
-    return None
-
-
-def _ended_since_saved(controller: Any, exp_dir: Path) -> str | None:
-    """Which trial is TERMINATED or ERROR in `controller` but not so in the last experiment state in `exp_dir`
-    (or that the state cannot be read); None where none."""
+    controller = controllers[0]
     saved = {trial.get("trial_id"): trial.get("status") for trial, _ in state.trials(exp_dir)}
     if not saved:
         return "Tune's last saved state cannot be read"
-    for trial in controller.get_trials():
-        if trial.status in ("TERMINATED", "ERROR") and saved.get(trial.trial_id) != trial.status:
-            return (f"trial {trial.trial_id} is {trial.status} in Tune's memory, {saved.get(trial.trial_id)} in its "
-                    f"last saved state")
+    ended = {trial: trial.status for trial in controller.get_trials()
+             if trial.status in ("TERMINATED", "ERROR") and saved.get(trial.trial_id) != trial.status}
+    try:
+        for trial in ended:
+            _set_saved_status(controller, trial, saved.get(trial.trial_id) or "PENDING")
+        controller.checkpoint(force=True, wait=True)
+    except Exception as error:  # noqa: BLE001 - the stop goes on as it would have, with the state as it last saved it
+        return f"Tune's save failed: {type(error).__name__}: {error}"
+    finally:
+        for trial, status in ended.items():
+            _set_saved_status(controller, trial, status)
     return None
+
+
+def _set_saved_status(controller: Any, trial: Any, status: str) -> None:
+    """The status Tune's next save writes for `trial`, leaving Tune's own sets of trials by status as they are."""
+    trial.set_status(status)  # drops the trial's cached state
+    controller._mark_trial_to_checkpoint(trial)  # noqa: SLF001 - else the save writes the state it cached before
 
 
 def _write_meta(loaded: LoadedSweep, plan_: dict, argv: list[str]) -> Path:
