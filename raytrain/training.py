@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import time
+import traceback
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -530,7 +531,10 @@ class Trainer:
                 if reason:
                     break
             status = "finished"
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
+            # The object refs the interrupted iteration held (weights put for the env runners, samples in flight)
+            # go now: a driver that owns an object on a node that dies is ended by Ray (`hold_no_put_objects`).
+            traceback.clear_frames(interrupt.__traceback__)
             reason = "interrupted"
             status = "interrupted"
             done = self.algo.iteration
