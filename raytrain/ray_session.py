@@ -264,16 +264,41 @@ def _local_ray() -> Any:
 
 def abandon_local_ray() -> None:
     """After `local_ray_lost`: kill what is left of that Ray (at once: there is nothing to save) and take Ray's
-    own shutdown, which would wait for the GCS, off the exit handlers."""
+    own shutdown, which would wait for the GCS, off the exit handlers.
+
+    The whole process group of Ray's processes (`_in_a_process_group_of_their_own`) first, in one signal: the
+    raylet's agents are in it too, the raylet's children, which Ray does not list. Killed before it had killed them
+    (its own SIGTERM handler does, within milliseconds), the raylet left them waiting 60 s for a GCS that was gone;
+    the reaper that would end them (`_start_reaper`) had the same SIGTERM. Then Ray's own kill, which reaps them.
+    """
     import atexit
+    import signal
 
     import ray
 
     node = ray._private.worker._global_node
     if node is not None:
+        for group in _process_groups(node) - {os.getpgrp()}:  # never this process's own
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except OSError:
+                pass
         node.kill_all_processes(check_alive=False, allow_graceful=False)
     atexit.unregister(_stop_local_monitor)
     atexit.unregister(ray._private.worker.shutdown)
+
+
+def _process_groups(node: Any) -> set[int]:
+    """The process groups of the processes still running of Ray's `node`."""
+    groups = set()
+    for infos in node.all_processes.values():
+        for info in infos:
+            if info.process is not None and info.process.poll() is None:
+                try:
+                    groups.add(os.getpgid(info.process.pid))
+                except OSError:
+                    pass
+    return groups
 
 
 def ray_address(address: str | None) -> str | None:
