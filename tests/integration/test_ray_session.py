@@ -69,6 +69,25 @@ def test_the_local_ray_is_not_lost_once_the_processs_own_exit_stops_it():
     assert said == [{"lost": False}], done.stdout[-3000:]
 
 
+def _left_running(pids: dict[str, list[int]], *, within_s: float) -> dict[str, list[int]]:
+    """Those of `pids` (by kind) still running `within_s` from now, or none as soon as none is."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and any(alive(p) for found in pids.values() for p in found):
+        time.sleep(0.2)
+    return {kind: [p for p in found if alive(p)] for kind, found in pids.items()}
+
+
+def _kill_all(proc: subprocess.Popen, pids: dict[str, list[int]]) -> None:
+    """A test's end, passed or not: the driver (in a session of its own) and every one of `pids` killed."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    for found in pids.values():
+        for pid in found:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 STARTS_AND_WAITS = """
 import json, os, time, ray
 from raytrain.ray_session import init_ray
@@ -110,19 +129,10 @@ def test_the_local_rays_processes_are_out_of_the_drivers_process_group_and_still
         assert all(group not in (proc.pid, os.getpgid(0)) for found in groups.values() for group in found), groups
         os.killpg(proc.pid, signal.SIGKILL)  # the driver alone is in that group
         proc.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(alive(p) for found in pids.values() for p in found):
-            time.sleep(0.2)
-        left = {kind: [p for p in found if alive(p)] for kind, found in pids.items()}
+        left = _left_running(pids, within_s=30)
         assert not any(left.values()), f"still running after the driver was killed: {left}"
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        for found in pids.values():
-            for pid in found:
-                if alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+        _kill_all(proc, pids)
 
 
 STARTS_AND_ABANDONS = """
@@ -162,19 +172,10 @@ def test_a_local_ray_abandoned_after_a_signal_ends_at_once_the_raylets_agents_to
         proc.stdin.write("abandon\n")
         proc.stdin.flush()
         assert proc.wait(timeout=30) == 130
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(alive(p) for found in pids.values() for p in found):
-            time.sleep(0.2)
-        left = {kind: [p for p in found if alive(p)] for kind, found in pids.items()}
+        left = _left_running(pids, within_s=10)
         assert not any(left.values()), f"still running 10 s after the driver abandoned its Ray: {left}"
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        for found in pids.values():
-            for pid in found:
-                if alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+        _kill_all(proc, pids)
 
 
 STARTS_AND_SAYS = """
