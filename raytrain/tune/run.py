@@ -182,8 +182,8 @@ def save_state_beside_a_blocked_tune(exp_dir: Path) -> str | None:
     last saved state in `exp_dir` cannot be read.
 
     There, Tune's loop was seen held in `remove_placement_group`, cleaning up after a trial actor the signal ended,
-    or stopping the trials after its final save (which had not reached `exp_dir`): Ray's GCS client retries for
-    60 s and then ends the process. The state saved here is the trials' progress and checkpoints as Tune has them.
+    and once with a trial marked TERMINATED, as Tune's stop of its trials leaves them (its `cleanup`, which it also
+    calls without its final save when a step raises): Ray's GCS client retries for 60 s and then ends the process. The state saved here is the trials' progress and checkpoints as Tune has them.
     A trial that has ended in Tune's memory since its last saved state (Tune's stop marks the trials it stops
     TERMINATED, and one whose actor the signal ended is ERROR) is saved with the status that state gave it, so
     `tune resume` continues it as it would have from that state; Tune's memory is put back after the save.
