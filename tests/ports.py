@@ -1,6 +1,8 @@
 """A TCP port for a test: one to listen on, or one where nothing answers."""
 
+import contextlib
 import socket
+from collections.abc import Iterator
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -15,3 +17,13 @@ def free_port(host: str = "127.0.0.1") -> int:
             port: int = s.getsockname()[1]
         if port != 52365:  # Ray's default dashboard agent port: a cluster file may not pin another port there
             return port
+
+
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A port where connections are refused for as long as the block lasts: bound on every address here and never
+    listened on, so no other process (a local Ray of the other test worker, say) can take it meanwhile. A port of
+    `free_port` was once taken between the test's pick and its connect, in a full run."""
+    with socket.socket() as held:
+        held.bind(("", 0))
+        yield held.getsockname()[1]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ..ports import free_port
+from ..ports import refused_port
 from .conftest import tiny_base
 
 pytestmark = pytest.mark.integration
@@ -149,13 +149,13 @@ def test_a_cluster_that_wants_a_token_this_driver_lacks_is_exit_2_saying_how_to_
 def test_an_address_where_nothing_answers_fails_in_seconds(tmp_path, command):
     """Ray retries such an address for minutes, printing its own warnings; raytrain names it and exits 1.
     `raytrain run` (the framework, 2 nodes: Ray actors) joins through the same door."""
-    port = free_port()  # nobody listens there
     _write_configs(tmp_path, 0)
     (tmp_path / "pipeline.py").write_text("def main():\n    pass\n")
     target = {"train": ["base.yaml"], "tune": ["sweep.yaml"], "run": ["pipeline.py", "--main", "main", "--workers", "2"]}
     before = _listing(tmp_path)
-    result = _raytrain(command, str(tmp_path / target[command][0]), *target[command][1:],
-                       "--address", f"127.0.0.1:{port}", timeout=60)
+    with refused_port() as port:  # nobody listens there
+        result = _raytrain(command, str(tmp_path / target[command][0]), *target[command][1:],
+                           "--address", f"127.0.0.1:{port}", timeout=60)
     assert result.returncode == 1, result.stderr[-3000:]
     said = " ".join(result.stderr.split())
     assert f"cannot connect to the Ray cluster at 127.0.0.1:{port}: nothing answers at " in said, said[-3000:]

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from raytrain.config.cluster import check_hostname_or_ip
 from raytrain.ray_session import address_malformed, gcs_unreachable
 
-from ..ports import free_port
+from ..ports import refused_port
 
 
 def test_a_port_nobody_listens_on_is_named_with_the_address_ray_would_use():
-    port = free_port()
-    problem = gcs_unreachable(f"127.0.0.1:{port}")
+    with refused_port() as port:
+        problem = gcs_unreachable(f"127.0.0.1:{port}")
     assert problem is not None and problem.startswith("nothing answers at ") and f":{port} (" in problem
     assert "Connection refused" in problem
 
