@@ -824,13 +824,15 @@ class Held(tune.Callback):
             status, before = trial.status, newest()["mtime"]
             trial.set_status("TERMINATED")
             from_another_thread("ended")
-            answers["ended_newer"] = newest()["mtime"] > before
-            answers["ended_saved"], answers["ended_after"] = newest()["trials"], trial.status
+            saved = newest()
+            answers["ended_newer"] = saved["mtime"] > before
+            answers["ended_saved"], answers["ended_after"] = saved["trials"], trial.status
             trial.set_status(status)
         if result["step"] == 4 and "held" not in answers:
             answers["before"] = newest()["mtime"]
             from_another_thread("held")
-            answers["after"], answers["trials"] = newest()["mtime"], newest()["trials"]
+            saved = newest()
+            answers["after"], answers["trials"] = saved["mtime"], saved["trials"]
             print(json.dumps(answers), flush=True)
             os._exit(0)  # as the stopped GCS's client ends the process
 
