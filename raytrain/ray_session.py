@@ -243,8 +243,7 @@ def local_ray_lost() -> bool:
     that woke late on a busy machine took the monitor's end at a normal exit for a signal's work.
     """
     node = _local_ray()
-    return not _stopping and node is not None and any(info.process is not None and info.process.poll() is not None
-                                    for infos in node.all_processes.values() for info in infos)
+    return not _stopping and node is not None and any(process.poll() is not None for process in _processes(node))
 
 
 def started_local_ray() -> bool:
@@ -291,14 +290,19 @@ def abandon_local_ray() -> None:
 def _process_groups(node: Any) -> set[int]:
     """The process groups of the processes still running of Ray's `node`."""
     groups = set()
-    for infos in node.all_processes.values():
-        for info in infos:
-            if info.process is not None and info.process.poll() is None:
-                try:
-                    groups.add(os.getpgid(info.process.pid))
-                except OSError:
-                    pass
+    for process in _processes(node):
+        if process.poll() is None:
+            try:
+                groups.add(os.getpgid(process.pid))
+            except OSError:
+                pass
     return groups
+
+
+def _processes(node: Any) -> list[Any]:
+    """The processes Ray's `node` started and records (`Node.all_processes`), as `Popen`s: GCS, raylet, monitors,
+    dashboard, reaper."""
+    return [info.process for infos in node.all_processes.values() for info in infos if info.process is not None]
 
 
 def ray_address(address: str | None) -> str | None:
