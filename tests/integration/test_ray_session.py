@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ..mounts import needs_mount_namespace, read_only, run_with_mounts
 from .conftest import alive, descendants, tiny_base
 
 pytestmark = pytest.mark.integration
@@ -250,18 +251,16 @@ def test_a_tmpdir_too_long_for_rays_sockets_is_exit_2_before_ray_starts(tmp_path
     assert [p for p in _listing(tmp_path) if not p.startswith(f"{long.name}/")] == before  # no run or sweep folder
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a mount namespace)")
+@needs_mount_namespace
 def test_a_read_only_tmpdir_is_exit_2_before_ray_starts(tmp_path, request):
     """Ray failed after its start began: `OSError: [Errno 30] Read-only file system: '.../ray'`, exit 1. Here
     TMPDIR is a read-only bind mount in a mount namespace of the command's own (root writes anywhere else)."""
     args = _commands(tmp_path)["train"]
     ro = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # pytest's tmp_path is too long for Ray's sockets itself
     request.addfinalizer(lambda: shutil.rmtree(ro))
-    script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
     env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}, "TMPDIR": str(ro)}
     before = _listing(tmp_path)
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(ro),
-                           sys.executable, "-m", "raytrain", *args], capture_output=True, text=True, timeout=120, env=env)
+    done = run_with_mounts(read_only(ro), [sys.executable, "-m", "raytrain", *args], timeout=120, env=env)
     assert done.returncode == 2, done.stderr[-3000:]
     said = " ".join(done.stderr.split())
     assert (f"error: Ray's temp folder {ro}/ray cannot be written: {ro} is on a read-only file system (from "

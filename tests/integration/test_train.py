@@ -3,7 +3,6 @@
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ..mounts import needs_mount_namespace, run_with_mounts, tmpfs
 from .conftest import invoke
 
 pytestmark = pytest.mark.integration
@@ -243,7 +243,7 @@ def test_a_resume_past_an_unreadable_newest_checkpoint_saves_that_iteration_agai
     assert "exists already" not in said
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a mount namespace)")
+@needs_mount_namespace
 def test_a_full_disk_is_said_with_the_run_folder_and_its_resume(tmp_path):
     """It was Python's `OSError: [Errno 28] No space left on device`, exit 1, no run folder named, run.json left
     `running` and an empty run.tmp beside it."""
@@ -252,11 +252,8 @@ def test_a_full_disk_is_said_with_the_run_folder_and_its_resume(tmp_path):
     config = tmp_path / "small.yaml"
     config.write_text(SMALL.format(storage=storage).replace("checkpoint_frequency: 2", "checkpoint_frequency: 1")
                       .replace("stop: {training_iteration: 2}", "stop: {training_iteration: 200}"))
-    script = (f"mount -t tmpfs -o size=600k tmpfs {shlex.quote(str(storage))} && "
-              f"{shlex.quote(sys.executable)} -m raytrain train {shlex.quote(str(config))}; rc=$?; "
-              f"cp -r {shlex.quote(str(storage))} {shlex.quote(str(tmp_path / 'copy'))}; exit $rc")
-    done = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "RAY_ADDRESS": ""})
+    done = run_with_mounts(tmpfs(storage), [sys.executable, "-m", "raytrain", "train", str(config)],
+                           copy=(storage, tmp_path / "copy"), timeout=600, env={**os.environ, "RAY_ADDRESS": ""})
     assert done.returncode == 1, done.stderr[-3000:]
     (run,) = (tmp_path / "copy" / "small").iterdir()
     said = " ".join(done.stderr.split())

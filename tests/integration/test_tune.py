@@ -2,8 +2,6 @@
 
 import json
 import os
-import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +18,7 @@ from typer.testing import Result
 
 from raytrain.tune import state
 
+from ..mounts import needs_mount_namespace, run_with_mounts, tmpfs
 from .conftest import alive, descendants, invoke, tiny_base
 
 pytestmark = pytest.mark.integration
@@ -769,7 +768,7 @@ def test_reused_actor_rebuilds_when_no_checkpoint_follows_or_a_built_setting_cha
     algo.stop()
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a mount namespace)")
+@needs_mount_namespace
 def test_a_sweep_on_a_full_disk_says_so_with_its_resume(workdir, tmp_path):
     """Tune wrote empty error files and failed reading them back: `EOFError: Ran out of input`, exit 1, no word of
     the disk."""
@@ -777,10 +776,8 @@ def test_a_sweep_on_a_full_disk_says_so_with_its_resume(workdir, tmp_path):
                    "space: {training.lr: {distribution: choice, values: [0.001, 0.002]}}\n", stop=200)
     storage = tmp_path / "results"
     storage.mkdir()
-    script = (f"mount -t tmpfs -o size=600k tmpfs {shlex.quote(str(storage))} && exec {shlex.quote(sys.executable)} "
-              f"-m raytrain tune {shlex.quote(str(path))}")
-    done = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "RAY_ADDRESS": ""})
+    done = run_with_mounts(tmpfs(storage), [sys.executable, "-m", "raytrain", "tune", str(path)], timeout=600,
+                           env={**os.environ, "RAY_ADDRESS": ""})
     assert done.returncode == 1, done.stderr[-3000:]
     said = " ".join(done.stderr.split())
     assert (f"error: No space left on device in {storage}/full: free space there (or keep fewer checkpoints, "

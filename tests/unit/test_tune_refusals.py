@@ -3,8 +3,6 @@ nothing written, and the experiment folder never leaves checkpoint.storage_path.
 
 import contextlib
 import os
-import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +13,7 @@ from typer.testing import CliRunner
 from raytrain.cli import app
 from raytrain.training import RayCpus
 
+from ..mounts import needs_mount_namespace, read_only, run_with_mounts
 from .ray_starts import refuse_ray_starts
 
 BASE = """
@@ -833,13 +832,11 @@ def test_a_new_sweep_takes_the_next_name_where_another_process_is_starting_one(s
     assert load_sweep(path).take_free_name(hold=True) is None  # free again once its process ended
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a mount namespace)")
+@needs_mount_namespace
 def test_resume_of_a_sweep_in_a_read_only_folder_exits_2_before_ray(sweep, tmp_path):
     """It started Ray and failed writing command.txt (exit 1); `train --resume` said it before Ray."""
     exp = _experiment_with_trials(sweep, ["TERMINATED", "PAUSED"])
-    script = f"mount --bind -o ro {shlex.quote(str(exp))} {shlex.quote(str(exp))} && exec {shlex.quote(sys.executable)} -m raytrain tune resume \"$1\""
-    done = subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", str(exp)], capture_output=True, text=True,
-                          timeout=300)
+    done = run_with_mounts(read_only(exp), [sys.executable, "-m", "raytrain", "tune", "resume", str(exp)], timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     assert f"cannot resume in {exp}: not writable: cannot create a file in {exp} (Read-only file system)" in \
         " ".join(done.stderr.split()), done.stderr[-3000:]
