@@ -178,14 +178,19 @@ class TuneStopOnTerm:
         the signal ended), and Tune never gets to its save. Here: wait for that save (an `experiment_state-*.json`
         written after the signal); if none came in `own_save_s`, save it with Tune's own save from this thread
         (`save_state_beside_a_blocked_tune`), and wait for it at most `save_s` in all; then kill what is left of the
-        local Ray and exit 130 naming the resume. A SIGTERM to this process alone, or
+        local Ray and exit 130 naming the resume. Where Tune's own save came but has a trial ended that the state
+        saved before the signal had running (Tune saw its actor die to the signal first: ERROR, which `tune resume
+        --restart-errored` would start over from scratch), it is saved again with that trial as it was then.
+        A SIGTERM to this process alone, or
         to its process group (where Ray's processes are not), leaves Ray running: nothing is done, and Tune
         stops the trials in order."""
         import time
 
         from raytrain.ray_session import abandon_local_ray, local_ray_lost
+        from raytrain.tune import state as tune_state
 
         signalled = time.time()
+        before = tune_state.statuses(exp_dir)  # as Tune last saved them, before the signal
         while not local_ray_lost():
             if time.time() - signalled > notice_s:
                 return
@@ -202,10 +207,15 @@ class TuneStopOnTerm:
 
         while not saved() and time.time() - signalled < own_save_s:
             time.sleep(0.1)
-        why_not = save_state_beside_a_blocked_tune(exp_dir) if not saved() else None
+        why_not = not_again = None
+        if not saved():
+            why_not = save_state_beside_a_blocked_tune(exp_dir)
+        elif ended := tune_state.ended_since(before, tune_state.statuses(exp_dir)):
+            if why := save_state_beside_a_blocked_tune(exp_dir, as_of=before):
+                not_again = f" ({len(ended)} trial(s) the signal ended are saved as ended: {why})"
         while not saved() and time.time() - signalled < save_s:
             time.sleep(0.1)
-        state = ("Tune saved its state" if saved() else
+        state = (f"Tune saved its state{not_again or ''}" if saved() else
                  f"Tune's state is as it last saved it ({why_not})" if why_not else "Tune's state is as it last saved it")
         print(f"raytrain: the SIGTERM stopped the local Ray's own processes too (it went to every process of the "
               f"command, as systemd and Slurm send it), so the trials cannot be stopped in order. {state}: "

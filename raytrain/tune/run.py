@@ -175,7 +175,7 @@ TUNE_SAVING = frozenset({"checkpoint", "sync_up_experiment_state", "save_to_dir"
 """Tune's functions on the way to its experiment state file (`TuneController.checkpoint`, Ray 2.60)."""
 
 
-def save_state_beside_a_blocked_tune(exp_dir: Path) -> str | None:
+def save_state_beside_a_blocked_tune(exp_dir: Path, as_of: dict[str, str] | None = None) -> str | None:
     """Save Tune's experiment state from this thread, with Tune's own save (`TuneController.checkpoint`), while
     Tune's loop in the main thread is held in a call to a GCS that a SIGTERM to every process stopped. None once
     saved; else why nothing was written: the main thread is in Tune's save, there is not one controller, or Tune's
@@ -187,6 +187,8 @@ def save_state_beside_a_blocked_tune(exp_dir: Path) -> str | None:
     A trial that has ended in Tune's memory since its last saved state (Tune's stop marks the trials it stops
     TERMINATED, and one whose actor the signal ended is ERROR) is saved with the status that state gave it, so
     `tune resume` continues it as it would have from that state; Tune's memory is put back after the save.
+    `as_of` (trial id to status) stands for that state: the state saved before the signal, where Tune's own save
+    since has a trial the signal ended as ERROR.
     """
     import gc
     import threading
@@ -203,11 +205,11 @@ def save_state_beside_a_blocked_tune(exp_dir: Path) -> str | None:
     if len(controllers) != 1:
         return f"{len(controllers)} Tune controllers in this process, not one"
     controller = controllers[0]
-    saved = {trial.get("trial_id"): trial.get("status") for trial, _ in state.trials(exp_dir)}
+    saved = state.statuses(exp_dir) if as_of is None else as_of
     if not saved:
         return "Tune's last saved state cannot be read"
     ended = {trial: trial.status for trial in controller.get_trials()
-             if trial.status in ("TERMINATED", "ERROR") and saved.get(trial.trial_id) != trial.status}
+             if trial.status in state.ENDED and saved.get(trial.trial_id) != trial.status}
     try:
         for trial in ended:
             _set_saved_status(controller, trial, saved.get(trial.trial_id) or "PENDING")

@@ -68,6 +68,23 @@ def trials(exp_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return found
 
 
+ENDED = frozenset({"TERMINATED", "ERROR"})
+"""The statuses of a trial that has ended: a resume does not continue it (nor an errored one with
+`--restart-errored`)."""
+
+
+def statuses(exp_dir: Path) -> dict[str, str]:
+    """Each trial's status in the newest experiment state (`trials`), by trial id; empty where none can be read."""
+    return {trial["trial_id"]: trial.get("status", "") for trial, _ in trials(exp_dir)
+            if isinstance(trial.get("trial_id"), str)}
+
+
+def ended_since(before: dict[str, str], now: dict[str, str]) -> list[str]:
+    """The trials that have ended in `now` (`ENDED`) and had not in `before`, which lists them; by trial id."""
+    return [trial for trial, status in now.items()
+            if status in ENDED and trial in before and before[trial] not in ENDED]
+
+
 def finished(exp_dir: Path, plan: Any) -> int | None:
     """How many trials the experiment has when every trial its `plan` (raytrain_sweep.json's) makes is in the
     newest state and TERMINATED: a resume would have nothing to do. None otherwise (a trial running, paused,

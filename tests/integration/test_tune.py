@@ -795,8 +795,8 @@ storage = sys.argv[1]
 answers = {}
 
 
-def from_another_thread(key):
-    thread = threading.Thread(target=lambda: answers.update({key: save_state_beside_a_blocked_tune(Path(storage, "held"))}))
+def from_another_thread(key, **kwargs):
+    thread = threading.Thread(target=lambda: answers.update({key: save_state_beside_a_blocked_tune(Path(storage, "held"), **kwargs)}))
     thread.start()
     thread.join()
 
@@ -824,6 +824,15 @@ class Held(tune.Callback):
             saved = newest()
             answers["ended_newer"] = saved["mtime"] > before
             answers["ended_saved"], answers["ended_after"] = saved["trials"], trial.status
+            # As the signal watch finds it after Tune's own save: ERROR (Tune saw the trial's actor die to the
+            # signal). Saved as the state saved before the signal had it (`as_of`; PAUSED here, where the newest
+            # state says RUNNING, to tell the two apart).
+            trial.set_status("ERROR")
+            before = newest()["mtime"]
+            from_another_thread("errored", as_of={trial.trial_id: "PAUSED"})
+            saved = newest()
+            answers["errored_newer"] = saved["mtime"] > before
+            answers["errored_saved"], answers["errored_after"] = saved["trials"], trial.status
             trial.set_status(status)
         if result["step"] == 4 and "held" not in answers:
             answers["before"] = newest()["mtime"]
@@ -872,4 +881,6 @@ def test_tunes_state_is_saved_beside_a_loop_held_in_a_call_to_a_stopped_gcs(tmp_
     assert answers["in_save"] == "Tune's loop is in its own save (save_to_dir)", answers
     assert answers["ended"] is None and answers["ended_newer"] and answers["ended_saved"] == ["RUNNING"], answers
     assert answers["ended_after"] == "TERMINATED", answers
+    assert answers["errored"] is None and answers["errored_newer"] and answers["errored_saved"] == ["PAUSED"], answers
+    assert answers["errored_after"] == "ERROR", answers
     assert answers["trials"] == ["RUNNING"], answers

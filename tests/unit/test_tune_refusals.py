@@ -521,6 +521,32 @@ def _experiment_with_trials(sweep, statuses: list[str]) -> Path:
     return exp
 
 
+def test_the_trials_a_signal_ended_are_told_from_the_states_before_and_after_it(tmp_path):
+    """The signal watch's check after Tune's own save (a SIGTERM to every process): which trials have ended since the
+    state saved before the signal. A trial Tune saw die to the signal is ERROR there, and `--restart-errored` would
+    start it over from scratch; one that had ended before, or that the earlier state did not list, is left as it is."""
+    import json
+
+    from raytrain.tune import state
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+
+    def saved(name: str, statuses: dict[str, str]) -> dict[str, str]:
+        trials = [[json.dumps({"trial_id": trial, "status": status}), "{}"] for trial, status in statuses.items()]
+        (exp / f"experiment_state-2026-12-03_0{name}.json").write_text(json.dumps({"trial_data": trials}))
+        os.utime(exp / f"experiment_state-2026-12-03_0{name}.json", (int(name), int(name)))
+        return state.statuses(exp)
+
+    assert state.statuses(exp) == {}
+    before = saved("1", {"a": "RUNNING", "b": "PAUSED", "c": "TERMINATED", "d": "ERROR", "e": "RUNNING"})
+    assert before == {"a": "RUNNING", "b": "PAUSED", "c": "TERMINATED", "d": "ERROR", "e": "RUNNING"}
+    after = saved("2", {"a": "ERROR", "b": "TERMINATED", "c": "TERMINATED", "d": "ERROR", "e": "RUNNING", "f": "ERROR"})
+    assert after["a"] == "ERROR" and after["f"] == "ERROR"  # the newest state is read
+    assert state.ended_since(before, after) == ["a", "b"]
+    assert state.ended_since({}, after) == [] and state.ended_since(before, before) == []
+
+
 def test_resume_of_a_sweep_whose_trials_all_finished_starts_nothing(sweep, tmp_path):
     """Tune would start Ray, restore the experiment, run nothing and write new state files (6.6 s for a 2-trial sweep)."""
     exp = _experiment_with_trials(sweep, ["TERMINATED", "TERMINATED"])
