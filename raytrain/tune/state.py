@@ -69,8 +69,8 @@ def trials(exp_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
 
 
 ENDED = frozenset({"TERMINATED", "ERROR"})
-"""The statuses of a trial that has ended: a resume does not continue it (nor an errored one with
-`--restart-errored`)."""
+"""The statuses of a trial that has ended: TERMINATED (a resume leaves it) or ERROR (a resume retries it from its last
+checkpoint; `--restart-errored` starts it over)."""
 
 
 def statuses(exp_dir: Path) -> dict[str, str]:
