@@ -111,3 +111,21 @@ class TogetherCartPole(CartPoleEnv):
             open(os.path.join(folder, ray.get_runtime_context().get_actor_id()), "w").close()
             _wait_until(lambda: len(os.listdir(folder)) >= self.together["actors"], self.together["timeout"])
         return super().reset(seed=seed, options=options)
+
+
+class SlowCartPole(CartPoleEnv):
+    """CartPole whose every step sleeps config["step_s"] seconds while the file config["slow_flag"] exists: a
+    trial that cannot run far ahead of a test (an iteration of 200 steps takes at least 200 * step_s seconds,
+    however fast the machine), and runs at full speed again once the test removes the file."""
+
+    def __init__(self, config=None):
+        super().__init__()
+        self.flag = (config or {}).get("slow_flag")
+        self.step_s = float((config or {}).get("step_s", 0.005))
+
+    def step(self, action):
+        if self.flag and os.path.exists(self.flag):
+            import time
+
+            time.sleep(self.step_s)
+        return super().step(action)

@@ -507,6 +507,7 @@ from raytrain.rllib.translate import build_ppo_config
 
 ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
 text = ("environment: {env: CartPole-v1}\\nenv_runners: {num_env_runners: 1}\\n"
+        "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\\n"
         "evaluation: {evaluation_interval: 1, evaluation_duration: 1}\\n")
 with algorithm(build_ppo_config(load_source(parse_yaml(text, "inline.yaml")).config)) as algo:
     algo.train()

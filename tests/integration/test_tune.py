@@ -273,18 +273,24 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
     resumes the folder relative to the current directory (Tune reads a relative path as a URI without a
     scheme: `ArrowInvalid: URI has empty scheme`).
     """
-    # Long enough that neither trial can end in the seconds between its third checkpoint and the kill: with 40
-    # iterations, a fast run (under 0.1 s an iteration) ended both first, and there was nothing to resume.
-    stop = 100
+    # Neither trial may end in the seconds between its third checkpoint and the kill: with 40 iterations at
+    # full speed, a fast run (under 0.1 s an iteration) ended both first, and there was nothing to resume. So
+    # until the kill every step sleeps (SlowCartPole: at least 1 s an iteration, however fast the machine), and
+    # the resume, which must run the rest to `stop`, goes at full speed.
+    stop = 40
+    slow = {"slow_flag": str(tmp_path / "SLOW"), "step_s": 0.005}
+    (tmp_path / "SLOW").touch()
     path = workdir(
         f"name: crash\nsearch: {{algorithm: {algorithm}, num_samples: 2, seed: 0}}\n"
-        "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\n",
+        "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\n"
+        f"set: {{environment.env: 'tests.integration.flaky_env:SlowCartPole', environment.env_config: {json.dumps(slow)}}}\n",
         stop=stop,
     )
     exp = tmp_path / "results" / "crash"
+    root = str(Path(__file__).parents[2])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "raytrain", "tune", str(path)], start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RAY_ADDRESS": ""},
+        [sys.executable, "-m", "raytrain", "tune", str(path)], start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, env={**os.environ, "RAY_ADDRESS": "", "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])},
     )
     try:
         deadline = time.time() + 240
@@ -300,8 +306,9 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
         # kill, once each trial has written 3 more checkpoints.
         (complete,) = exp.glob("experiment_state-*.json.complete")
         recorded_then = complete.read_bytes()
-        newest = max(int(p.name.removeprefix("checkpoint_")) for p in exp.glob("*/checkpoint_*"))
-        while time.time() < deadline and len(list(exp.glob(f"*/checkpoint_{newest + 3:06d}"))) < 2:
+        newest = {trial: max(int(p.name.removeprefix("checkpoint_")) for p in trial.glob("checkpoint_*"))
+                  for trial in {p.parent for p in exp.glob("*/checkpoint_*")}}
+        while time.time() < deadline and not all((trial / f"checkpoint_{n + 3:06d}").exists() for trial, n in newest.items()):
             time.sleep(0.2)
     finally:
         _kill_session(proc.pid)  # driver, GCS, raylet and trial workers: like a power cut
@@ -326,6 +333,7 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
     finished = {t["relative_logdir"] for t in recorded if t["status"] == "TERMINATED"}
     unfinished = [name for name in before if name not in finished]
     assert unfinished, before
+    (tmp_path / "SLOW").unlink()  # the resume runs at full speed
 
     if algorithm == "optuna":
         monkeypatch.chdir(tmp_path)
