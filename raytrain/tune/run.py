@@ -299,7 +299,7 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
 
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", EXPERIMENT_STATE_PERIOD_S)
 
-    from raytrain.tune.build import build
+    from raytrain.tune.build import build, concurrency_unset
     from raytrain.tune.storage import check_storage_on_cluster
 
     exp_dir = loaded.experiment_dir
@@ -319,7 +319,11 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
 
             random.seed(loaded.sweep.search.seed)
             np.random.seed(loaded.sweep.search.seed)
-        tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s), StateBackup()])
+        at_once = concurrency_unset(loaded, plan_)
+        if at_once is not None:
+            print(f"note: search.max_concurrent_trials is unset: {at_once} trial(s) at once, as many as this cluster "
+                  f"holds (else, with {loaded.sweep.search.algorithm}, Tune starts them one at a time)", file=sys.stderr)
+        tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s), StateBackup()], at_once=at_once)
         _fit(tuner, exp_dir)
     finish(exp_dir)
     return exp_dir

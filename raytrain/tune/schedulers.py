@@ -43,6 +43,16 @@ def all_fit(trials: list[Any], cluster: dict[str, float]) -> bool:
     return all(cluster.get(key, 0.0) + _SLACK >= amount for key, amount in need.items())
 
 
+def trials_at_once(bundles: list[dict[str, float]], cluster: dict[str, float]) -> int:
+    """How many trials of `bundles` (one trial's placement group) Ray's resource totals `cluster` hold at once,
+    by each resource's total (at least 1; where they are spread over nodes Ray may place fewer)."""
+    need: Counter[str] = Counter()
+    for bundle in bundles:
+        need.update(bundle)
+    counts = [int((cluster.get(key, 0.0) + _SLACK) // amount) for key, amount in need.items() if amount > 0]
+    return max(1, min(counts, default=1))
+
+
 class _PauseOnlyToShare:
     """Keeps a trial running at its perturbation point when there is no trial it would make room for."""
 

@@ -201,6 +201,24 @@ def test_optuna_with_asha_pruning(ray_session, tuned):
     assert iterations == {400: 3, 200: 1}, iterations
 
 
+def test_an_optuna_sweep_with_no_concurrency_limit_starts_as_many_trials_as_ray_holds(ray_session, tuned):
+    """Beside a search algorithm of its own, Tune keeps one trial pending unless a limit is set, so an Optuna sweep
+    that set none made its trials one after another, each once the one before was running (the kill -9 test's
+    second trial started about 30 iterations behind the first). raytrain gives Tune the limit: the trials that
+    the session's Ray (2 CPUs) holds at once, 2 of 1 CPU (the main process hosts the learner, which takes 1)."""
+    import pickle
+
+    result, exp = tuned(
+        "name: together\nsearch: {algorithm: optuna, num_samples: 2, seed: 0}\n"
+        "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\n",
+        stop=2,
+    )
+    assert ("note: search.max_concurrent_trials is unset: 2 trial(s) at once, as many as this cluster holds (else, "
+            "with optuna, Tune starts them one at a time)") in " ".join(result.output.split()), result.output
+    assert pickle.loads((exp / "tuner.pkl").read_bytes())["_tune_config"].max_concurrent_trials == 2
+    assert len(list(exp.glob("*/result.json"))) == 2
+
+
 SHIPPED_SWEEPS = {
     # grace_period = max_t: ASHA has no rung below the end, so it stops no trial early (with a rung at 1, the
     # trial reporting second was cut at iteration 1 when it trailed, as ASHA should, in one run of four).

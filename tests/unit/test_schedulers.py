@@ -1,10 +1,11 @@
-"""raytrain's PBT and PB2: a trial pauses at its perturbation point only when another trial needs its room."""
+"""raytrain's PBT and PB2: a trial pauses at its perturbation point only when another trial needs its room; and how
+many trials a cluster holds at once (the concurrency limit raytrain gives Tune beside Optuna)."""
 
 import pytest
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.experiment import Trial
 
-from raytrain.tune.schedulers import all_fit
+from raytrain.tune.schedulers import all_fit, trials_at_once
 
 
 def trial(status: str, *bundles: dict[str, float]) -> Trial:
@@ -30,3 +31,17 @@ def trial(status: str, *bundles: dict[str, float]) -> Trial:
 ])
 def test_all_fit(trials, cluster, fit):
     assert all_fit(trials, cluster) is fit
+
+
+@pytest.mark.parametrize(("bundles", "cluster", "at_once"), [
+    ([{"CPU": 0.5}], {"CPU": 2.0}, 4),  # the shipped Optuna sweep's trials on a local Ray of 2 CPUs
+    ([{"CPU": 0.1}], {"CPU": 1.0}, 10),  # a sum of fractions exactly at the total
+    ([{"CPU": 1.0}, {"CPU": 1.0}, {"CPU": 1.0}], {"CPU": 8.0}, 2),  # every bundle of a trial counts
+    ([{"CPU": 1.0, "GPU": 1.0}], {"CPU": 8.0, "GPU": 2.0}, 2),  # the scarcest resource decides
+    ([{"CPU": 1.0}, {"worker": 1.0}], {"CPU": 8.0, "worker": 3.0}, 3),
+    ([{"CPU": 4.0}], {"CPU": 2.0}, 1),  # at least one: the sweep's own check refuses a trial that cannot fit
+    ([{}], {"CPU": 2.0}, 1),
+])
+def test_trials_at_once(bundles, cluster, at_once):
+    """The concurrency limit raytrain gives Tune beside Optuna when the sweep sets none."""
+    assert trials_at_once(bundles, cluster) == at_once
