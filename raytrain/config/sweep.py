@@ -56,7 +56,7 @@ class SearchConfig(Section):
     num_samples: int = Field(default=1, ge=1)
     """Trials to run (with grid: repeats of the whole grid)."""
     max_concurrent_trials: int | None = Field(default=None, ge=1)
-    """Trials running at once (unset: as many as the cluster's CPUs allow)."""
+    """Trials running at once (unset: as many as the cluster holds; with optuna, raytrain gives Tune that number, which would otherwise start the trials one at a time)."""
     metric: str | None = None
     """Metric to rank trials on. Default: `raytrain/episode_return_mean_<N>`, the running mean over the last N episodes."""
     mode: Literal["max", "min"] = "max"
