@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+from against import worktree  # noqa: E402  (scripts/against.py, beside this one)
 
 
 def sweep_files(folder: Path, trials: int, stop: int) -> Path:
@@ -80,20 +81,8 @@ def main() -> None:
     parser.add_argument("--stop", type=int, default=20, help="iterations a trial")
     args = parser.parse_args()
 
-    def short(rev: str) -> str:
-        return subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-
-    rev, here = short(args.against), short("HEAD")
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.strip()
-    print(f"# {' '.join(sys.argv)}")
-    print(f"# this tree: {here}{' + uncommitted changes' if dirty else ''}; against: {rev}")
-    scratch = Path(tempfile.mkdtemp(prefix="bench_optuna_"))
-    other = scratch / "against"
-    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(other), rev], cwd=ROOT, check=True)
     figures: dict[str, list[tuple[float, float]]] = {"this": [], "against": []}
-    try:
+    with worktree(args.against, "bench_optuna_") as (here, rev, other, _):
         for repeat in range(args.repeats):
             order = [("this", ROOT), ("against", other)]
             if repeat % 2:
@@ -103,9 +92,6 @@ def main() -> None:
                 figures[side].append((spread, wall))
                 print(f"repeat {repeat} {side:8} last trial's first iteration {spread:4.0f} s after the first's; "
                       f"command {wall:5.1f} s", flush=True)
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT)
-        shutil.rmtree(scratch, ignore_errors=True)
 
     print()
     print(f"| figure (median of {args.repeats}) | this ({here}) | against ({rev}) | ratio |")

@@ -28,11 +28,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+from against import worktree  # noqa: E402  (scripts/against.py, beside this one)
+
 SWEEP = "configs/ppo_pbt.yaml"
 METRIC = ("raytrain", "episode_return_mean_100")
 THRESHOLD = 450.0
@@ -118,19 +120,8 @@ def main() -> None:
     parser.add_argument("--set", dest="extra", action="append", default=[], help="another --set for both sides")
     args = parser.parse_args()
 
-    rev = subprocess.run(["git", "rev-parse", "--short", args.against], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.strip()
-    here = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.strip()
-    print(f"# {' '.join(sys.argv)}")
-    print(f"# this tree: {here}{' + uncommitted changes' if dirty else ''}; against: {rev}")
-    scratch = Path(tempfile.mkdtemp(prefix="bench_pbt_"))
-    other = scratch / "against"
-    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(other), rev], cwd=ROOT, check=True)
     figures: dict[str, list[dict]] = {"this": [], "against": []}
-    try:
+    with worktree(args.against, "bench_pbt_") as (here, rev, other, scratch):
         for repeat in range(args.repeats):
             order = [("this", ROOT), ("against", other)]
             if repeat % 2:
@@ -145,9 +136,6 @@ def main() -> None:
                       f"  eval {got['eval']}  actors {got['actors']}  exploits {got['exploits']}",
                       flush=True)
                 shutil.rmtree(storage, ignore_errors=True)
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT)
-        shutil.rmtree(scratch, ignore_errors=True)
 
     print()
     print(f"| figure (median of {args.repeats}) | this ({here}) | against ({rev}) | ratio |")
