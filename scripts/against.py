@@ -36,3 +36,13 @@ def worktree(against: str, prefix: str) -> Iterator[tuple[str, str, Path, Path]]
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def alternating(repeats: int, other: Path) -> Iterator[tuple[int, str, Path]]:
+    """(repeat, "this" or "against", the tree to run) for each run, the side that goes first alternating."""
+    for repeat in range(repeats):
+        order = [("this", ROOT), ("against", other)]
+        if repeat % 2:
+            order.reverse()
+        for side, tree in order:
+            yield repeat, side, tree

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from against import worktree  # noqa: E402  (scripts/against.py, beside this one)
+from against import alternating, worktree  # noqa: E402  (scripts/against.py, beside this one)
 
 
 def sweep_files(folder: Path, trials: int, stop: int) -> Path:
@@ -83,15 +83,11 @@ def main() -> None:
 
     figures: dict[str, list[tuple[float, float]]] = {"this": [], "against": []}
     with worktree(args.against, "bench_optuna_") as (here, rev, other, _):
-        for repeat in range(args.repeats):
-            order = [("this", ROOT), ("against", other)]
-            if repeat % 2:
-                order.reverse()
-            for side, tree in order:
-                spread, wall = run_once(tree, args.trials, args.stop)
-                figures[side].append((spread, wall))
-                print(f"repeat {repeat} {side:8} last trial's first iteration {spread:4.0f} s after the first's; "
-                      f"command {wall:5.1f} s", flush=True)
+        for repeat, side, tree in alternating(args.repeats, other):
+            spread, wall = run_once(tree, args.trials, args.stop)
+            figures[side].append((spread, wall))
+            print(f"repeat {repeat} {side:8} last trial's first iteration {spread:4.0f} s after the first's; "
+                  f"command {wall:5.1f} s", flush=True)
 
     print()
     print(f"| figure (median of {args.repeats}) | this ({here}) | against ({rev}) | ratio |")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from against import worktree  # noqa: E402  (scripts/against.py, beside this one)
+from against import alternating, worktree  # noqa: E402  (scripts/against.py, beside this one)
 
 SWEEP = "configs/ppo_pbt.yaml"
 METRIC = ("raytrain", "episode_return_mean_100")
@@ -122,20 +122,16 @@ def main() -> None:
 
     figures: dict[str, list[dict]] = {"this": [], "against": []}
     with worktree(args.against, "bench_pbt_") as (here, rev, other, scratch):
-        for repeat in range(args.repeats):
-            order = [("this", ROOT), ("against", other)]
-            if repeat % 2:
-                order.reverse()
-            for side, tree in order:
-                storage = scratch / f"{side}_{repeat}"
-                storage.mkdir()
-                got = run_once(tree, storage, args.extra)
-                figures[side].append(got)
-                print(f"repeat {repeat} {side:8} solve {got['solve'] if got['solve'] is None else round(got['solve'])} s"
-                      f"  end {got['end']:.0f} s  best {got['best']}  trials >= 450: {got['solved_trials']}"
-                      f"  eval {got['eval']}  actors {got['actors']}  exploits {got['exploits']}",
-                      flush=True)
-                shutil.rmtree(storage, ignore_errors=True)
+        for repeat, side, tree in alternating(args.repeats, other):
+            storage = scratch / f"{side}_{repeat}"
+            storage.mkdir()
+            got = run_once(tree, storage, args.extra)
+            figures[side].append(got)
+            print(f"repeat {repeat} {side:8} solve {got['solve'] if got['solve'] is None else round(got['solve'])} s"
+                  f"  end {got['end']:.0f} s  best {got['best']}  trials >= 450: {got['solved_trials']}"
+                  f"  eval {got['eval']}  actors {got['actors']}  exploits {got['exploits']}",
+                  flush=True)
+            shutil.rmtree(storage, ignore_errors=True)
 
     print()
     print(f"| figure (median of {args.repeats}) | this ({here}) | against ({rev}) | ratio |")
