@@ -318,7 +318,7 @@ def concurrency_unset(loaded: LoadedSweep, plan_: Plan) -> int | None:
     """With a search algorithm of its own (Optuna) and search.max_concurrent_trials unset, the limit to give Tune: as
     many trials as the connected Ray holds at once. Tune keeps one trial pending beside such a searcher unless a limit
     is set (`_get_max_pending_trials` in ray/tune/execution/tune_controller.py), so it made the trials one after
-    another, each once the one before was running, and a sweep of 4 trials on 2 CPUs ended 1.3x later
+    another, each once the one before was running, and a sweep of 4 trials on 2 CPUs ended 1.15x later
     (scripts/bench_optuna_start.py). None where the sweep sets the limit or Tune's own generator searches (it keeps
     many pending)."""
     import ray
