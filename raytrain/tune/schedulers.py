@@ -27,7 +27,6 @@ from typing import Any
 import ray
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining
-from ray.tune.schedulers.pb2 import PB2
 from ray.tune.schedulers.trial_scheduler import TrialScheduler
 
 # Sums of fractional requests (4 x 0.5 CPU) against the cluster's total.
@@ -71,5 +70,17 @@ class RaytrainPBT(_PauseOnlyToShare, PopulationBasedTraining):
     """Tune's PopulationBasedTraining; a trial pauses to share the cluster only when the trials do not all fit."""
 
 
-class RaytrainPB2(_PauseOnlyToShare, PB2):
-    """Tune's PB2; a trial pauses to share the cluster only when the trials do not all fit."""
+def __getattr__(name: str) -> Any:
+    """`RaytrainPB2`, made on first use. Importing Tune's PB2 imports scikit-learn and with it SciPy: about 1.2 s
+    of CPU that every other sweep's driver paid before Ray could start (Tune's own `ray.tune.schedulers` imports
+    PB2 lazily for the same reason). The class keeps its name here, where a PB2 sweep's `tuner.pkl` finds it."""
+    if name != "RaytrainPB2":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ray.tune.schedulers.pb2 import PB2
+
+    class RaytrainPB2(_PauseOnlyToShare, PB2):
+        """Tune's PB2; a trial pauses to share the cluster only when the trials do not all fit."""
+
+    RaytrainPB2.__qualname__ = name
+    globals()[name] = RaytrainPB2  # made once: pickle finds the same class again by its name
+    return RaytrainPB2

@@ -1,6 +1,11 @@
 """raytrain's PBT and PB2: a trial pauses at its perturbation point only when another trial needs its room; and how
 many trials a cluster holds at once (the concurrency limit raytrain gives Tune beside Optuna)."""
 
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.experiment import Trial
@@ -45,3 +50,33 @@ def test_all_fit(trials, cluster, fit):
 def test_trials_at_once(bundles, cluster, at_once):
     """The concurrency limit raytrain gives Tune beside Optuna when the sweep sets none."""
     assert trials_at_once(bundles, cluster) == at_once
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_pbt_sweeps_checks_import_no_scikit_learn(tmp_path):
+    """Tune's PB2 imports scikit-learn and SciPy (about 1.2 s of CPU); a PBT sweep's checks, which run before Ray
+    can start, build its scheduler without them. The shipped sweep's dry run, as a user types it."""
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "raytrain", "tune", str(ROOT / "configs" / "ppo_pbt.yaml"),
+                          "--dry-run", "--set", f"checkpoint.storage_path={tmp_path}"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "raytrain.tune.schedulers" in imported  # the checks did build the scheduler
+    assert not {name for name in imported if name.split(".")[0] == "sklearn"}
+
+
+def test_raytrain_pb2_is_made_once_under_its_name():
+    """`RaytrainPB2` is made on first use (`schedulers.__getattr__`); a PB2 sweep's `tuner.pkl` names it
+    `raytrain.tune.schedulers.RaytrainPB2`, and a resume loads it from there."""
+    from ray.tune.schedulers.pb2 import PB2
+
+    from raytrain.tune import schedulers
+
+    cls = schedulers.RaytrainPB2
+    assert issubclass(cls, PB2) and schedulers.RaytrainPB2 is cls
+    assert (cls.__module__, cls.__qualname__) == ("raytrain.tune.schedulers", "RaytrainPB2")
+    assert pickle.loads(pickle.dumps(cls)) is cls
+    with pytest.raises(AttributeError):
+        schedulers.RaytrainPB3  # noqa: B018
