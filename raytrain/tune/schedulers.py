@@ -73,7 +73,8 @@ class RaytrainPBT(_PauseOnlyToShare, PopulationBasedTraining):
 def __getattr__(name: str) -> Any:
     """`RaytrainPB2`, made on first use. Importing Tune's PB2 imports scikit-learn and with it SciPy: about 1.2 s
     of CPU that a PBT sweep's driver paid before Ray could start, and an Optuna sweep's (`trials_at_once`) before
-    its first trial (Tune's own `ray.tune.schedulers` imports PB2 lazily for the same reason). The class keeps its name here, where a PB2 sweep's `tuner.pkl` finds it."""
+    its first trial (Tune's own `ray.tune.schedulers` imports PB2 lazily for the same reason). The class keeps its
+    name here, where a PB2 sweep's `tuner.pkl` finds it."""
     if name != "RaytrainPB2":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from ray.tune.schedulers.pb2 import PB2
