@@ -26,9 +26,8 @@ from raytrain.cluster.runner import DryRunner, SSHRunner, ssh_argv
 from raytrain.config.cluster import ClusterConfig, NodeConfig, SSHConfig, load_cluster
 from raytrain.errors import ClusterError, ConfigError
 
+from ..conftest import ROOT
 from ..ports import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def refused(write_yaml, text: str) -> str:

@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 import warnings
-from pathlib import Path
 from types import GeneratorType
 
 import pytest
@@ -22,11 +21,11 @@ import raytrain.framework as framework
 from raytrain.errors import FrameworkError
 from raytrain.framework import Context, OfflineRLContext, OnlineRLContext, Parallel, Role, Task, TransportKeywordWarning
 
+from ..conftest import ROOT
 from .framework_fixtures import no_ray_runtime, started_task  # noqa: F401 - fixtures `_no_ray_runtime`, `t`
 
 pytestmark = pytest.mark.timeout(30)
 
-ROOT = Path(__file__).resolve().parents[2]
 WAIT = 2.0
 
 DI_ENGINE_TRANSPORT = {

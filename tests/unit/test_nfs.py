@@ -2,7 +2,6 @@
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -14,7 +13,7 @@ from raytrain.cluster.runner import CommandResult, DryRunner, Runner, SSHRunner
 from raytrain.config.cluster import load_cluster
 from raytrain.errors import ClusterError, ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..conftest import ROOT
 
 LAB = """
 name: lab

@@ -1,9 +1,8 @@
 """The README's YAML reference is generated from the schema and must be current."""
 
 import importlib.util
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..conftest import ROOT
 
 
 def test_readme_reference_is_current():

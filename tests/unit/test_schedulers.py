@@ -4,13 +4,14 @@ many trials a cluster holds at once (the concurrency limit raytrain gives Tune b
 import pickle
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 from ray.tune.experiment import Trial
 
 from raytrain.tune.schedulers import all_fit, trials_at_once
+
+from ..conftest import ROOT
 
 
 def trial(status: str, *bundles: dict[str, float]) -> Trial:
@@ -50,9 +51,6 @@ def test_all_fit(trials, cluster, fit):
 def test_trials_at_once(bundles, cluster, at_once):
     """The concurrency limit raytrain gives Tune beside Optuna when the sweep sets none."""
     assert trials_at_once(bundles, cluster) == at_once
-
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_pbt_sweeps_checks_import_no_scikit_learn(tmp_path):
