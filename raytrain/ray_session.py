@@ -83,8 +83,8 @@ def init_ray(address: str | None = None, **options: Any) -> bool:
         ray.init(address="local", **options)
         _start_reaper()
     # Ray registers its shutdown when it is imported, so this runs just before it; once per process.
-    atexit.unregister(_stop_local_monitor)
-    atexit.register(_stop_local_monitor)
+    atexit.unregister(_end_local_ray)
+    atexit.register(_end_local_ray)
     return True
 
 
@@ -228,6 +228,54 @@ def _stop_local_monitor() -> None:
         node.kill_monitor(check_alive=False)
 
 
+def _end_local_ray() -> None:
+    """At this process's exit, just before Ray's own shutdown (atexit): the monitor first (`_stop_local_monitor`),
+    then Ray's shutdown here, without its half-second wait when nothing could still be printed.
+
+    Ray's exit handler, `ray.shutdown(_exiting_interpreter=True)`, sleeps 0.5 s first "to make sure that log
+    messages finish printing": the lines of Ray's workers (and of the raylet's and GCS's error files) that its
+    log monitor forwards to the driver. When every file the log monitor forwards is still empty (a `raytrain
+    train` with no env runner or learner actors starts no worker process at all), no line can be on its way,
+    and the shutdown is Ray's `ray.shutdown()` as a script calls it; Ray's own handler then finds nothing to do.
+    Otherwise Ray's handler runs as it always does, wait included.
+    """
+    import ray
+
+    _stop_local_monitor()
+    node = _local_ray()
+    if node is not None and nothing_left_to_print(Path(node.get_logs_dir_path())):
+        ray.shutdown()
+
+
+FORWARDED_LOGS = ("worker*", "java-worker*", "raylet*.err", "gcs_server*.err", "events/event_AUTOSCALER.log",
+                  "tpu_logs/**/*")
+"""What Ray 2.60's log monitor forwards to the driver from a node's log folder (`LogMonitor.update_log_filenames`:
+the workers' output, the raylet's and GCS's errors, autoscaler events), as globs; also `runtime_env*.log` where
+RAY_RUNTIME_ENV_LOG_TO_DRIVER_ENABLED is set, and `monitor.log`, of which the driver prints only the autoscaler's
+event summaries."""
+
+
+def nothing_left_to_print(logs: Path) -> bool:
+    """Whether every file in Ray's log folder `logs` that Ray's log monitor forwards to the driver is empty (or
+    none exists), so that no line of them can still be on its way to this process's output."""
+    patterns: tuple[str, ...] = FORWARDED_LOGS
+    if os.environ.get("RAY_RUNTIME_ENV_LOG_TO_DRIVER_ENABLED", "0") not in ("", "0"):  # Ray reads it as an int
+        patterns += ("runtime_env*.log",)
+    for pattern in patterns:
+        for path in logs.glob(pattern):
+            try:
+                if path.is_file() and path.stat().st_size > 0:
+                    return False
+            except OSError:
+                return False
+    try:
+        return ":event_summary:" not in (logs / "monitor.log").read_text(errors="replace")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
 def local_ray_lost() -> bool:
     """Whether the local Ray this process started has lost one of its own processes (GCS, raylet, monitors,
     dashboard): none ends on its own while the session lasts.
@@ -283,7 +331,7 @@ def abandon_local_ray() -> None:
             except OSError:
                 pass
         node.kill_all_processes(check_alive=False, allow_graceful=False)
-    atexit.unregister(_stop_local_monitor)
+    atexit.unregister(_end_local_ray)
     atexit.unregister(ray._private.worker.shutdown)
 
 

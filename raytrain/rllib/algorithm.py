@@ -86,8 +86,11 @@ def building() -> Iterator[None]:
 
 @contextmanager
 def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
-    """Build the Algorithm of `config`; stop it on leaving, then remove the scratch folder Tune made for it."""
+    """Build the Algorithm of `config`; stop it on leaving (its utilisation monitor stops at once:
+    `prompt_monitor`), then remove the scratch folder Tune made for it."""
     from ray.train.constants import DEFAULT_STORAGE_PATH
+
+    from raytrain.rllib.monitor import prompt_monitor
 
     root = Path(DEFAULT_STORAGE_PATH)
     made_root = not root.exists()
@@ -97,6 +100,7 @@ def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
             with building():
                 algo = config.build_algo()
             hold_no_put_objects(algo)
+            prompt_monitor(algo)
         except BaseException as exc:
             scratch = _scratch_of_failed_build(exc)
             raise

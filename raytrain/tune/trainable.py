@@ -15,6 +15,7 @@ from ray.rllib.algorithms.ppo import PPO
 from raytrain.config.load import load_source
 from raytrain.config.source import Source
 from raytrain.rllib.callbacks import find
+from raytrain.rllib.monitor import prompt_monitor
 from raytrain.rllib.translate import build_ppo_config
 from raytrain.tune import TRIAL_KEY, unescape_keys  # noqa: F401 - TRIAL_KEY re-exported
 
@@ -121,6 +122,7 @@ class RaytrainPPO(PPO):
         super().__init__(_ppo_config(config), *args, **kwargs)  # type: ignore[arg-type]
         if trial_info is not None and getattr(self, "_trial_info", None) is None:
             self._trial_info = trial_info
+        prompt_monitor(self)  # the trial's stop, at its end or a PBT pause, need not wait out Tune's 0.7 s sleep
         assert self.config is not None  # Algorithm.__init__ always sets it; RLlib declares it Optional
         self._raytrain_built_config: AlgorithmConfig = self.config
         """The RLlib config the algorithm was built with (Tune's reset sets `self.config` to its dict)."""

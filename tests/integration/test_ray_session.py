@@ -70,6 +70,44 @@ def test_the_local_ray_is_not_lost_once_the_processs_own_exit_stops_it():
     assert said == [{"lost": False}], done.stdout[-3000:]
 
 
+ENDS_QUIET = """
+import json, ray
+from raytrain import ray_session
+ray_session.init_ray(None, num_cpus=1, include_dashboard=False, logging_level="ERROR")
+ray_session._end_local_ray()  # what the exit runs just before Ray's own handler
+print(json.dumps({"shut": not ray.is_initialized()}), flush=True)
+"""
+
+ENDS_AFTER_A_WORKER_SPOKE = """
+import json, os, ray
+from raytrain import ray_session
+ray_session.init_ray(None, num_cpus=1, include_dashboard=False, logging_level="ERROR")
+
+@ray.remote(num_cpus=0)
+class Talks:
+    def say(self):
+        print("last words", flush=True)  # into the worker's own .out file, which the log monitor forwards
+        return os.getpid()
+
+ray.get(Talks.remote().say.remote())
+ray_session._end_local_ray()
+print(json.dumps({"shut": not ray.is_initialized()}), flush=True)
+"""
+
+
+@pytest.mark.parametrize(("script", "shut_here"), [(ENDS_QUIET, True), (ENDS_AFTER_A_WORKER_SPOKE, False)],
+                         ids=["no worker", "a worker printed"])
+def test_the_exit_skips_rays_wait_for_log_lines_only_when_none_can_come(script, shut_here):
+    """Ray's exit handler sleeps half a second so that its workers' last lines reach the driver's output. A local
+    Ray that ran no worker (`raytrain train` with no env runner or learner actors) has none to wait for: it is
+    shut down before Ray's handler, which then has nothing to do. Once a worker has printed, Ray's handler does
+    the shutdown, wait included; the process still ends whole either way."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"shut"')]
+    assert said == [{"shut": shut_here}], done.stdout[-3000:]
+
+
 def _left_running(pids: dict[str, list[int]], *, within_s: float) -> dict[str, list[int]]:
     """Those of `pids` (by kind) still running `within_s` from now, or none as soon as none is."""
     deadline = time.monotonic() + within_s

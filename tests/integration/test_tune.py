@@ -739,6 +739,7 @@ def test_reused_actor_swaps_a_learner_only_config_and_takes_the_checkpoints_weig
     in the learner and the sampler although this actor had updated more often; the new lr and clip_param
     apply; the running-mean window and the iteration are the donor's."""
     from raytrain.rllib.callbacks import find
+    from raytrain.rllib.monitor import PromptUtilMonitor
     from raytrain.tune.trainable import RaytrainPPO
 
     donor = RaytrainPPO(_trial({"training.lr": 0.0005}))
@@ -766,7 +767,11 @@ def test_reused_actor_swaps_a_learner_only_config_and_takes_the_checkpoints_weig
     result = algo.train()
     assert result["training_iteration"] == 3
     assert result["learners"]["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(0.0007)
+    # The trial's stop (its end, or a pause) need not wait out Tune's monitor sleep; the swap kept that monitor.
+    assert isinstance(algo._monitor, PromptUtilMonitor) and algo._monitor.is_alive()
+    monitor = algo._monitor
     algo.stop()
+    assert not monitor.is_alive()
 
 
 def test_reused_actor_rebuilds_when_no_checkpoint_follows_or_a_built_setting_changes(ray_session):
