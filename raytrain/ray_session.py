@@ -219,12 +219,10 @@ def _stop_local_monitor() -> None:
     here, as Ray would after that second; the rest of the shutdown is Ray's own. Ray 2.60's Node API
     (`kill_monitor`), which pyproject pins.
     """
-    import ray
-
     global _stopping
     _stopping = True
-    node = ray._private.worker._global_node
-    if node is not None and node.head:
+    node = _local_ray()
+    if node is not None:
         node.kill_monitor(check_alive=False)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,3 +47,14 @@ def alternating(repeats: int, other: Path) -> Iterator[tuple[int, str, Path]]:
             order.reverse()
         for side, tree in order:
             yield repeat, side, tree
+
+
+def print_medians(repeats: int, here: str, rev: str, rows: list[tuple[str, list[float], list[float]]],
+                  value: str = ".1f", ratio: str = ".2f") -> None:
+    """The benchmark's closing table: per figure (label, this tree's values, REV's), the medians and this / REV."""
+    print()
+    print(f"| figure (median of {repeats}) | this ({here}) | against ({rev}) | ratio |")
+    print("|---|---|---|---|")
+    for label, these, theirs in rows:
+        a, b = statistics.median(these), statistics.median(theirs)
+        print(f"| {label} | {a:{value}} | {b:{value}} | {a / b:{ratio}} |" if b else f"| {label} | {a:{value}} | {b:{value}} | - |")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from against import alternating, worktree  # noqa: E402  (scripts/against.py, beside this one)
+from against import alternating, print_medians, worktree  # noqa: E402  (scripts/against.py, beside this one)
 
 
 def run_once(tree: Path, storage: Path, iterations: int) -> tuple[float, float, float]:
@@ -68,15 +67,10 @@ def main() -> None:
             print(f"repeat {repeat} {side:8} stop line to exit {after:5.2f} s; command {wall:5.2f} s; "
                   f"{rate:6,.0f} env steps/s", flush=True)
 
-    print()
-    print(f"| figure (median of {args.repeats}) | this ({here}) | against ({rev}) | ratio |")
-    print("|---|---|---|---|")
-    for i, label in enumerate(("s from the stop line to the exit", f"s until the command exits ({args.iterations} iterations)",
-                               "env steps/s, iteration 1 excluded")):
-        a = statistics.median(f[i] for f in figures["this"])
-        b = statistics.median(f[i] for f in figures["against"])
-        print(f"| {label} | {a:,.2f} | {b:,.2f} | {a / b:.3f} |")
-
+    labels = ("s from the stop line to the exit", f"s until the command exits ({args.iterations} iterations)",
+              "env steps/s, iteration 1 excluded")
+    print_medians(args.repeats, here, rev, [(label, [f[i] for f in figures["this"]], [f[i] for f in figures["against"]])
+                                            for i, label in enumerate(labels)], value=",.2f", ratio=".3f")
 
 if __name__ == "__main__":
     main()

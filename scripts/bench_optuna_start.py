@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from against import alternating, worktree  # noqa: E402  (scripts/against.py, beside this one)
+from against import alternating, print_medians, worktree  # noqa: E402  (scripts/against.py, beside this one)
 
 
 def sweep_files(folder: Path, trials: int, stop: int) -> Path:
@@ -89,15 +88,10 @@ def main() -> None:
             print(f"repeat {repeat} {side:8} last trial's first iteration {spread:4.0f} s after the first's; "
                   f"command {wall:5.1f} s", flush=True)
 
-    print()
-    print(f"| figure (median of {args.repeats}) | this ({here}) | against ({rev}) | ratio |")
-    print("|---|---|---|---|")
-    for i, label in enumerate((f"s from the first trial's first iteration to the last's ({args.trials} trials)",
-                               "s until the command exits")):
-        a = statistics.median(f[i] for f in figures["this"])
-        b = statistics.median(f[i] for f in figures["against"])
-        print(f"| {label} | {a:.1f} | {b:.1f} | {a / b:.2f} |" if b else f"| {label} | {a:.1f} | {b:.1f} | - |")
-
+    labels = (f"s from the first trial's first iteration to the last's ({args.trials} trials)",
+              "s until the command exits")
+    print_medians(args.repeats, here, rev, [(label, [f[i] for f in figures["this"]], [f[i] for f in figures["against"]])
+                                            for i, label in enumerate(labels)])
 
 if __name__ == "__main__":
     main()

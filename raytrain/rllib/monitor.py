@@ -44,13 +44,7 @@ def prompt_monitor(trainable: Any) -> None:
     running one.
     """
     started = getattr(trainable, "_monitor", None)  # Ray 2.60's Trainable, which pyproject pins
-    if not isinstance(started, UtilMonitor) or isinstance(started, PromptUtilMonitor):
-        return
-    try:
-        running = started.is_alive()
-    except AssertionError:  # neither psutil nor GPUtil: Tune's monitor is then no thread at all
-        return
-    if not running:
+    if not isinstance(started, UtilMonitor) or isinstance(started, PromptUtilMonitor) or not started.is_alive():
         return
     started.stop()
     trainable._monitor = PromptUtilMonitor(delay=started.delay)

@@ -33,35 +33,26 @@ class StubConfig:
         return algo
 
 
-@pytest.fixture
-def results(tmp_path, monkeypatch):
-    """~/ray_results, as Tune names it, in tmp_path (not made yet)."""
-    root = tmp_path / "ray_results"
-    monkeypatch.setattr("ray.train.constants.DEFAULT_STORAGE_PATH", str(root))
-    monkeypatch.setattr("ray.tune.trainable.trainable.DEFAULT_STORAGE_PATH", str(root))
-    return root
-
-
-def test_scratch_and_the_root_it_made_are_removed(results):
+def test_scratch_and_the_root_it_made_are_removed(ray_results):
     with algorithm(StubConfig()) as algo:
-        assert Path(algo.logdir).parent == results and Path(algo.logdir).is_dir()
-    assert not results.exists()
+        assert Path(algo.logdir).parent == ray_results and Path(algo.logdir).is_dir()
+    assert not ray_results.exists()
 
 
-def test_an_existing_root_and_its_other_folders_stay(results):
-    (results / "someone_elses").mkdir(parents=True)
+def test_an_existing_root_and_its_other_folders_stay(ray_results):
+    (ray_results / "someone_elses").mkdir(parents=True)
     with algorithm(StubConfig()):
         pass
-    assert sorted(p.name for p in results.iterdir()) == ["someone_elses"]
+    assert sorted(p.name for p in ray_results.iterdir()) == ["someone_elses"]
 
 
-def test_a_failed_build_leaves_nothing(results):
+def test_a_failed_build_leaves_nothing(ray_results):
     with pytest.raises(RuntimeError, match="setup failed"), algorithm(StubConfig(fail=True)):
         pass
-    assert not results.exists()
+    assert not ray_results.exists()
 
 
-def test_a_scratch_folder_with_something_in_it_stays(results):
+def test_a_scratch_folder_with_something_in_it_stays(ray_results):
     with algorithm(StubConfig(write=True)) as algo:
         logdir = Path(algo.logdir)
     assert (logdir / "kept.txt").read_text() == "something RLlib wrote"

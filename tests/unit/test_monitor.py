@@ -51,12 +51,9 @@ class Stub(Trainable):
 
 
 @pytest.fixture
-def trainable(tmp_path, monkeypatch):
+def trainable(ray_results):
     """A real Tune Trainable with Tune's monitor on (RLlib turns it on: `log_sys_usage`), its scratch folder in
     tmp_path rather than ~/ray_results."""
-    root = tmp_path / "ray_results"
-    monkeypatch.setattr("ray.train.constants.DEFAULT_STORAGE_PATH", str(root))
-    monkeypatch.setattr("ray.tune.trainable.trainable.DEFAULT_STORAGE_PATH", str(root))
     made = []
 
     def make(log_sys_usage=True):
