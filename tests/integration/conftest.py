@@ -4,6 +4,7 @@ Mode: `ray.init()` starting a local cluster turns on Ray 2.60's token authentica
 (~/.ray/auth_token); tests in this folder run in that mode, like `raytrain train` without --address.
 """
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -43,6 +44,22 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def rows(trial_dir: Path, *, live: bool = False) -> list[dict]:
+    """A trial's result.json rows; none while Tune has not created the file.
+
+    `live`: the sweep is still running, so Tune may be half way through its last line (one write of a
+    JSON object, then its newline; a reader on NFS or beside the writer can see the first part alone):
+    only the lines whose newline is written count. After the sweep every line must parse.
+    """
+    path = trial_dir / "result.json"
+    if not path.exists():
+        return []
+    text = path.read_text()
+    if live:
+        text = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="session")

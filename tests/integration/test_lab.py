@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import NO_HOSTS, lab_fixture, tiny_base
+from .conftest import NO_HOSTS, lab_fixture, rows, tiny_base
 from .hostlab import CLEAN_ENV, QUICK_DEATH_ENV, HostLab, can_create_namespaces, raytrain, status_once_dead
 from .nfslab import NFSLab, cannot_serve_nfs
 
@@ -29,9 +29,6 @@ WHY_NOT = can_create_namespaces() or cannot_serve_nfs()
 
 
 
-def rows(trial_dir: Path) -> list[dict]:
-    path = trial_dir / "result.json"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +184,7 @@ def test_a_worker_host_powered_off_mid_sweep(lab, nfs, cluster, tmp_path):
         on_w2 = None
         while time.time() < deadline and on_w2 is None:
             for trial in exp.glob("loss_*"):
-                r = rows(trial)
+                r = rows(trial, live=True)
                 if r and r[-1]["node_ip"] == lab.ip["w2"] and r[-1]["training_iteration"] >= 3:
                     on_w2 = trial
             time.sleep(0.5)
@@ -258,9 +255,9 @@ def test_a_submitted_sweep_is_followed_and_stopped(lab, nfs, cluster, tmp_path):
     assert "Uploading package" not in submit.stderr  # Ray's job client's INFO line stays off the terminal
     exp = on_server(nfs) / "sweeps" / "submitted"
     deadline = time.time() + 240
-    while time.time() < deadline and len([p for p in exp.glob("submitted_*") if rows(p)]) < 2:
+    while time.time() < deadline and len([p for p in exp.glob("submitted_*") if rows(p, live=True)]) < 2:
         time.sleep(1)
-    assert len([p for p in exp.glob("submitted_*") if rows(p)]) == 2, raytrain("tune", "logs", job_id, "--cluster", str(cluster), "--no-follow").stdout[-3000:]
+    assert len([p for p in exp.glob("submitted_*") if rows(p, live=True)]) == 2, raytrain("tune", "logs", job_id, "--cluster", str(cluster), "--no-follow").stdout[-3000:]
     assert f"took along from {tmp_path}: lab_env.py, lab_helpers.py" in submit.stderr
 
     status = json.loads(raytrain("tune", "status", job_id, "--cluster", str(cluster), "--json").stdout)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import lab_fixture, tiny_base
+from .conftest import lab_fixture, rows, tiny_base
 from .slurmlab import SlurmLab, cannot_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.multihost]
@@ -41,11 +41,6 @@ def sweep(tmp_path):
     return write
 
 
-def rows(trial_dir: Path) -> list[dict]:
-    path = trial_dir / "result.json"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def submit(lab: SlurmLab, sweep: Path, slurm: Path, cwd: Path | None = None) -> tuple[str, str]:
@@ -280,7 +275,7 @@ def test_a_worker_node_that_dies_mid_sweep_loses_nothing(lab, sweep):
     polls = 0
     while victim is None and time.time() < deadline:
         for t in (p for p in exp.iterdir() if p.is_dir()) if exp.is_dir() else ():
-            got = rows(t)
+            got = rows(t, live=True)
             if got and got[-1]["hostname"] != head and (t / "checkpoint_000002").is_dir():
                 victim = (t, got[-1]["hostname"])
                 break

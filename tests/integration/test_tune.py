@@ -19,14 +19,12 @@ from typer.testing import Result
 from raytrain.tune import state
 
 from ..mounts import needs_mount_namespace, run_with_mounts, tmpfs
-from .conftest import alive, descendants, invoke, tiny_base
+from .conftest import alive, descendants, invoke, rows, tiny_base
 
 pytestmark = pytest.mark.integration
 
 
 
-def rows(trial_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines() if line.strip()]
 
 
 
