@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -117,20 +117,74 @@ def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
 
 
 def hold_no_put_objects(algo: Algorithm) -> None:
-    """Let go of the objects RLlib's env runner groups put in the object store for the life of `algo`: their
-    config, put once to start (and restart) their env runners. Each group keeps it by value instead.
+    """Keep `algo`'s driver clear of the node's object store where RLlib needs none of it: the config RLlib's
+    env runner groups put there for the algorithm's life (put once to start, and restart, their env runners; each
+    group keeps it by value instead), and the weights they put there at every weight sync, which a group with no
+    remote env runners (its one env runner is the driver's own) hands to that env runner directly instead.
 
     A driver that owns an object in the store of a node that dies is ended by Ray's core worker, exit 1 with no
     word (it tries to recover the object, and its connection to that store is gone): that is how `train` lost a
     SIGTERM sent to every process of the command (systemd, Slurm), which stops the local raylet with the driver,
-    in 4 of 16 runs of its test. With no such object, the driver saves its checkpoint and exits as it says.
+    in 4 of 16 runs of its test. A driver that puts an object once that store is gone is ended the same way
+    ("The connection to the plasma store is failed"): RLlib puts the weights at every iteration, so a raylet
+    that stopped a moment before the driver's own SIGTERM arrived ended the driver in the next iteration's
+    sync, before its handler could save. With neither, the driver saves its checkpoint and exits as it says.
     """
     import ray
 
     for group in (getattr(algo, "env_runner_group", None), getattr(algo, "eval_env_runner_group", None)):
-        if group is not None and isinstance(getattr(group, "_remote_config_obj_ref", None), ray.ObjectRef):
+        if group is None:
+            continue
+        if isinstance(getattr(group, "_remote_config_obj_ref", None), ray.ObjectRef):
             # passed by value from now on; RLlib passes it to each env runner it starts
             group._remote_config_obj_ref = group._remote_config  # noqa: SLF001
+        group.sync_weights = _sync_weights_putting_nothing_alone(group)
+
+
+def _sync_weights_putting_nothing_alone(group: Any) -> Any:
+    """`group.sync_weights` (RLlib's `EnvRunnerGroup`, Ray 2.60) that, while the group has no remote env runner,
+    gives the learners' weights to its local env runner as RLlib's own does, without first putting them in the
+    object store for remote env runners there are none of. Everything else goes to RLlib's method."""
+    from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE
+    from ray.rllib.core.learner.learner_group import LearnerGroup
+    from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+    rllib_sync_weights = group.sync_weights
+
+    def sync_weights(
+        policies: Any = None,
+        from_worker_or_learner_group: Any = None,
+        to_worker_indices: Any = None,
+        global_vars: Any = None,
+        timeout_seconds: float | None = 0.0,
+        inference_only: bool | None = False,
+    ) -> None:
+        source, local = from_worker_or_learner_group, group.local_env_runner
+        if (
+            group.num_remote_workers()
+            or local is None
+            or not isinstance(source, LearnerGroup)
+            or not group._remote_config.enable_env_runner_and_connector_v2  # noqa: SLF001
+        ):
+            return rllib_sync_weights(
+                policies=policies,
+                from_worker_or_learner_group=source,
+                to_worker_indices=to_worker_indices,
+                global_vars=global_vars,
+                timeout_seconds=timeout_seconds,
+                inference_only=inference_only,
+            )
+        modules = [f"{COMPONENT_RL_MODULE}/{policy}" for policy in policies] if policies is not None else [COMPONENT_RL_MODULE]
+        state = source.get_state(
+            components=[f"{COMPONENT_LEARNER}/{module}" for module in modules], inference_only=inference_only
+        )[COMPONENT_LEARNER]
+        # as RLlib's: the module's weights and their sequence number, nothing else
+        local.set_state({key: value for key, value in state.items() if key in (COMPONENT_RL_MODULE, WEIGHTS_SEQ_NO)})
+        if global_vars is not None:
+            local.set_global_vars(global_vars)
+        return None
+
+    return sync_weights
 
 
 def _scratch_of_failed_build(exc: BaseException) -> Path | None:

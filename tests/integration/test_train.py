@@ -535,3 +535,56 @@ def test_a_driver_whose_local_ray_is_stopped_under_it_is_not_ended_by_ray():
     done = subprocess.run([sys.executable, "-c", DRIVER_OF_A_STOPPED_NODE], capture_output=True, text=True,
                           timeout=180, env={**os.environ, "RAY_ADDRESS": ""}, start_new_session=True)
     assert done.returncode == 0 and "the driver outlived its node" in done.stdout, done.stderr[-3000:]
+
+
+DRIVER_TRAINING_ON_WITHOUT_ITS_NODE = """
+import os, signal, sys, time
+import numpy as np
+import ray
+from raytrain.config.load import load_source
+from raytrain.config.source import parse_yaml
+from raytrain.rllib.algorithm import algorithm
+from raytrain.rllib.translate import build_ppo_config
+
+ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+text = ("environment: {env: CartPole-v1}\\nenv_runners: {num_env_runners: 0, num_envs_per_env_runner: 2}\\n"
+        "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\\nmodel: {fcnet_hiddens: [16]}\\n"
+        "evaluation: {evaluation_interval: 1, evaluation_duration: 1}\\n")
+with algorithm(build_ppo_config(load_source(parse_yaml(text, "inline.yaml")).config)) as algo:
+    algo.train()
+    node = ray._private.worker._global_node
+    for kind in sorted(node.all_processes, key=lambda kind: kind != "raylet"):
+        for info in node.all_processes[kind]:
+            os.kill(info.process.pid, signal.SIGTERM)
+            time.sleep(0.01)
+    for info in node.all_processes.get("raylet", []):
+        info.process.wait(timeout=30)  # the node's object store is gone
+    time.sleep(1)
+    sys.excepthook = sys.__excepthook__  # Ray's asks the GCS, which is gone, about a failure here
+    for _ in range(2):  # each iteration gives the new weights to the training and the evaluation env runner
+        algo.train()
+    learned = algo.learner_group.get_weights()["default_policy"]
+    for group in (algo.env_runner_group, algo.eval_env_runner_group):
+        held = group.local_env_runner.get_state(components="rl_module")["rl_module"]
+        assert held and all(np.array_equal(held[name], learned[name]) for name in held), "stale weights"
+    algo.save_to_path(sys.argv[1])
+    print(f"trained to iteration {algo.iteration} and saved after its node stopped", flush=True)
+    node.kill_all_processes(check_alive=False, allow_graceful=False)
+    os._exit(0)
+"""
+
+
+def test_a_driver_with_no_remote_env_runner_trains_on_and_saves_after_its_local_ray_stopped(tmp_path):
+    """A SIGTERM to every process of `train` (systemd, Slurm) can stop the local raylet a moment before the
+    driver's own SIGTERM handler runs. RLlib puts the weights in the node's object store at every iteration's sync,
+    even with no remote env runner to read them, and Ray's core worker ends a driver whose put finds that store gone
+    (exit 1, no word: "The connection to the plasma store is failed"): the run lost its SIGTERM checkpoint, and a
+    requeued Slurm job went on from the periodic one. Built by raytrain, an algorithm whose env runners are all the
+    driver's own gives them the weights directly: the driver trains on (the weights reach its env runners) and
+    saves a checkpoint with its node gone (before: exit 1 in the first iteration after it)."""
+    done = subprocess.run([sys.executable, "-c", DRIVER_TRAINING_ON_WITHOUT_ITS_NODE, str(tmp_path / "checkpoint")],
+                          capture_output=True, text=True, timeout=180, env={**os.environ, "RAY_ADDRESS": ""},
+                          start_new_session=True)
+    assert done.returncode == 0 and "trained to iteration 3 and saved after its node stopped" in done.stdout, (
+        done.returncode, done.stdout[-2000:], done.stderr[-3000:])
+    assert (tmp_path / "checkpoint" / "rllib_checkpoint.json").is_file()
