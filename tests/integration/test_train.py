@@ -498,25 +498,35 @@ def test_every_shipped_train_config_trains_and_its_checkpoint_plays(ray_session,
     assert played.exit_code == 0, played.output
 
 
-DRIVER_OF_A_STOPPED_NODE = """
-import os, signal, time
+DRIVER_WITH_A_STOPPABLE_LOCAL_RAY = """
+import os, signal, sys, time
+import numpy as np
 import ray
 from raytrain.config.load import load_source
 from raytrain.config.source import parse_yaml
 from raytrain.rllib.algorithm import algorithm
 from raytrain.rllib.translate import build_ppo_config
 
-ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-text = ("environment: {env: CartPole-v1}\\nenv_runners: {num_env_runners: 1}\\n"
-        "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\\n"
-        "evaluation: {evaluation_interval: 1, evaluation_duration: 1}\\n")
-with algorithm(build_ppo_config(load_source(parse_yaml(text, "inline.yaml")).config)) as algo:
-    algo.train()
+def stop_the_node():
     node = ray._private.worker._global_node
     for kind in sorted(node.all_processes, key=lambda kind: kind != "raylet"):  # the raylet first: it tells the GCS
         for info in node.all_processes[kind]:                                  # it stops, and the GCS the driver
             os.kill(info.process.pid, signal.SIGTERM)
             time.sleep(0.01)
+    return node
+
+ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+"""
+"""The start of a driver script (run in a subprocess): a local Ray, and `stop_the_node()`, which SIGTERMs every
+process of it, the raylet first."""
+
+DRIVER_OF_A_STOPPED_NODE = DRIVER_WITH_A_STOPPABLE_LOCAL_RAY + """
+text = ("environment: {env: CartPole-v1}\\nenv_runners: {num_env_runners: 1}\\n"
+        "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\\n"
+        "evaluation: {evaluation_interval: 1, evaluation_duration: 1}\\n")
+with algorithm(build_ppo_config(load_source(parse_yaml(text, "inline.yaml")).config)) as algo:
+    algo.train()
+    node = stop_the_node()
     time.sleep(3)
     print("the driver outlived its node", flush=True)
     node.kill_all_processes(check_alive=False, allow_graceful=False)
@@ -537,26 +547,13 @@ def test_a_driver_whose_local_ray_is_stopped_under_it_is_not_ended_by_ray():
     assert done.returncode == 0 and "the driver outlived its node" in done.stdout, done.stderr[-3000:]
 
 
-DRIVER_TRAINING_ON_WITHOUT_ITS_NODE = """
-import os, signal, sys, time
-import numpy as np
-import ray
-from raytrain.config.load import load_source
-from raytrain.config.source import parse_yaml
-from raytrain.rllib.algorithm import algorithm
-from raytrain.rllib.translate import build_ppo_config
-
-ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+DRIVER_TRAINING_ON_WITHOUT_ITS_NODE = DRIVER_WITH_A_STOPPABLE_LOCAL_RAY + """
 text = ("environment: {env: CartPole-v1}\\nenv_runners: {num_env_runners: 0, num_envs_per_env_runner: 2}\\n"
         "training: {train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\\nmodel: {fcnet_hiddens: [16]}\\n"
         "evaluation: {evaluation_interval: 1, evaluation_duration: 1}\\n")
 with algorithm(build_ppo_config(load_source(parse_yaml(text, "inline.yaml")).config)) as algo:
     algo.train()
-    node = ray._private.worker._global_node
-    for kind in sorted(node.all_processes, key=lambda kind: kind != "raylet"):
-        for info in node.all_processes[kind]:
-            os.kill(info.process.pid, signal.SIGTERM)
-            time.sleep(0.01)
+    node = stop_the_node()
     for info in node.all_processes.get("raylet", []):
         info.process.wait(timeout=30)  # the node's object store is gone
     time.sleep(1)
