@@ -292,6 +292,77 @@ def local_ray_lost() -> bool:
     return not _stopping and node is not None and any(process.poll() is not None for process in _processes(node))
 
 
+def local_ray_core_lost() -> list[str]:
+    """Where the local Ray this process started can no longer serve it: what is wrong, each as `raylet ended
+    (SIGTERM)`, `dashboard ended (exit 15)` or `its GCS does not answer`. Otherwise (that Ray whole, or only its
+    dashboard or a monitor ended; this process's exit has begun stopping it; it started none) empty.
+
+    The GCS and the raylet are what a driver cannot do without: Ray's core worker ends it 60 s after its GCS is gone
+    ("Failed to connect to GCS within 60 seconds", exit 1), and at once where it puts an object with its raylet's
+    object store gone. A SIGTERM to Ray's processes (`ray stop`) ends the dashboard and the log monitor at once, but
+    the GCS and the raylet linger in their shutdown for a minute or more with the GCS answering nobody: so where any
+    process of that Ray ended, and at least every `GCS_PROBE_EVERY_S` besides, the GCS is asked for a key (0.3 ms).
+    """
+    global _gcs_probed_at, _core_lost
+    import time
+
+    from ray._private import ray_constants
+
+    node = _local_ray()
+    if _stopping or node is None:
+        return []
+    if _core_lost:  # once lost, lost: the next probe may not be due, and a GCS that answers again is a new one
+        return list(_core_lost)
+    ended = _ended(node)
+    wrong = [f"{kind} ended ({how})" for kind, how in ended]
+    if {ray_constants.PROCESS_TYPE_GCS_SERVER, ray_constants.PROCESS_TYPE_RAYLET} & {kind for kind, _ in ended}:
+        _core_lost = wrong
+    elif ended or time.monotonic() - _gcs_probed_at >= GCS_PROBE_EVERY_S:
+        answered = _gcs_answers(node)
+        _gcs_probed_at = time.monotonic()
+        if not answered:
+            _core_lost = [*wrong, "its GCS does not answer"]
+    return list(_core_lost)
+
+
+GCS_PROBE_EVERY_S = 10.0
+"""How often `local_ray_core_lost` asks a local Ray's GCS whether it answers when none of its processes ended."""
+
+GCS_PROBE_TIMEOUT_S = 5.0
+"""How long it waits for the answer: a GCS that answers nobody for that long is taken for gone."""
+
+_gcs_probed_at = float("-inf")
+_core_lost: list[str] = []
+
+
+def _gcs_answers(node: Any) -> bool:
+    """Whether the GCS of Ray's `node` answers a read of a key within `GCS_PROBE_TIMEOUT_S`."""
+    try:
+        node.get_gcs_client().internal_kv_get(b"raytrain_probe", None, timeout=GCS_PROBE_TIMEOUT_S)
+    except Exception:  # Ray's RpcError (cancelled, timed out, unavailable): no answer, whatever the cause
+        return False
+    return True
+
+
+def _ended(node: Any) -> list[tuple[str, str]]:
+    """The processes Ray's `node` started that have ended: (kind, how), `("raylet", "SIGTERM")`, `("gcs_server",
+    "exit 1")`."""
+    import signal
+
+    ended = []
+    for kind, infos in node.all_processes.items():
+        for info in infos:
+            code = info.process.poll() if info.process is not None else None
+            if code is None:
+                continue
+            try:
+                how = signal.Signals(-code).name if code < 0 else f"exit {code}"
+            except ValueError:
+                how = f"signal {-code}"
+            ended.append((kind, how))
+    return ended
+
+
 def started_local_ray() -> bool:
     """Whether this process started the Ray it is connected to (`ray.init()` with no cluster to join)."""
     return _local_ray() is not None

@@ -430,9 +430,12 @@ class RunFolder:
         return (self.path / "config.yaml").read_text()
 
     def set_status(self, **fields: Any) -> None:
+        """Update run.json with `fields`; a field given as None is removed."""
         path = self.path / "run.json"
         status = self.status()
         status.update(fields)
+        for name in [name for name, value in fields.items() if value is None]:
+            del status[name]
         tmp = path.with_suffix(".tmp")
         try:
             tmp.write_text(json.dumps(status, indent=2, default=str) + "\n")

@@ -27,6 +27,7 @@ from raytrain.config.source import Source
 from raytrain.errors import ConfigError, ConfigIssue, TrainError
 from raytrain.interrupts import held
 from raytrain.metrics import StopProgress, stop_reached
+from raytrain.ray_session import local_ray_core_lost
 from raytrain.runs import STATE_FILE, MetricsWriter, RunFolder, absolute, flatten, read_state
 
 
@@ -52,6 +53,21 @@ class TrainOutcome:
     """`stop criterion ...`, `interrupted`, ..."""
     last_checkpoint: Path | None
     final_metrics: dict[str, Any] = field(default_factory=dict)
+    ray_lost: list[str] = field(default_factory=list)
+    """What ended of the local Ray under the run (`RayLost`), which then ended before its stop or with it."""
+
+
+RAY_LOST = "local Ray stopped"
+"""The reason of a run whose local Ray lost its GCS or raylet under it (`RayLost`)."""
+
+
+class RayLost(Exception):
+    """RayLost(ended): the local Ray this process started lost its GCS or raylet (`ended`: what ended of it, as
+    `local_ray_core_lost` names them) while the run trained: `ray stop` on the machine, the OOM killer, a
+    signal to Ray's processes alone. The run trained on without it (RLlib falls back to the driver's own env
+    runner when the remote ones die), until Ray's core worker ended the process 60 s after its GCS was gone ("Failed
+    to connect to GCS within 60 seconds", exit 1): what came after the last periodic checkpoint was lost, and
+    run.json still said `running`."""
 
 
 def restore(algo: Any, checkpoint: Path, instead: str) -> None:
@@ -390,6 +406,7 @@ class Trainer:
         on_iteration: Callable[[IterationReport], None] | None = None,
         on_message: Callable[[str], None] | None = None,
         on_interrupted: Callable[[TrainOutcome], None] | None = None,
+        ray_lost: Callable[[], list[str]] = local_ray_core_lost,
     ) -> None:
         self.cfg = cfg
         self.folder = folder
@@ -398,7 +415,11 @@ class Trainer:
         self.on_interrupted = on_interrupted or (lambda outcome: None)
         """Told how an interrupted run ended, once its checkpoint is written and its status recorded, while the
         interruption is still being handled: before the frames it cut short are let go (with them, Ray's objects
-        they held) and before the Algorithm is stopped. A caller whose local Ray is lost ends the process here."""
+        they held) and before the Algorithm is stopped. A caller whose local Ray is lost ends the process here.
+        A run whose local Ray stopped under it (`RayLost`, reason `RAY_LOST`) ends the same way."""
+        self.ray_lost = ray_lost
+        """Asked after each iteration: the processes of its own that the run's Ray lost, where it cannot go on
+        without them (`RayLost`)."""
         self.algo: Any = None  # the RLlib Algorithm, once built
         self._built = ExitStack()  # stops it (and removes its scratch folder) in stop()
         self.time_offset = 0.0
@@ -485,8 +506,8 @@ class Trainer:
         prev_steps = self._restored_steps  # where metrics.jsonl has no row (deleted): the steps/s of the first
         if writer.rows:                     # iteration counted every step since the start
             prev_steps = writer.rows[-1].get("num_env_steps_sampled_lifetime")
-        folder.set_status(status="running", pid=os.getpid(), host=socket.gethostname(),
-                          started=time.strftime("%Y-%m-%d %H:%M:%S"))
+        folder.set_status(status="running", pid=os.getpid(), host=socket.gethostname(),  # and no longer why an
+                          started=time.strftime("%Y-%m-%d %H:%M:%S"), reason=None, error=None)  # earlier part ended
         reason = "unknown"
         result: dict[str, Any] | None = None
         elapsed = 0.0
@@ -528,15 +549,22 @@ class Trainer:
                         checkpoint,
                     )
                 )
+                if ended := self.ray_lost():  # a reached stop too: its checkpoint is saved, but nothing of Ray's
+                    raise RayLost(ended)      # may be stopped
                 if reason:
                     break
             status = "finished"
-        except KeyboardInterrupt as interrupt:
+        except (KeyboardInterrupt, RayLost) as interrupt:
             # The object refs the interrupted iteration held (weights put for the env runners, samples in flight)
             # go now: a driver that owns an object on a node that dies is ended by Ray (`hold_no_put_objects`).
             traceback.clear_frames(interrupt.__traceback__)
-            reason = "interrupted"
-            status = "interrupted"
+            lost = isinstance(interrupt, RayLost)
+            if lost:
+                status = "finished" if reason else "failed"
+                reason = reason or RAY_LOST
+            else:
+                reason = "interrupted"
+                status = "interrupted"
             done = self.algo.iteration
             if _row_iteration(writer) < done:  # the signal came after iteration `done` ended, before its row
                 if result is not None and flatten(result).get("training_iteration") == done:
@@ -547,15 +575,27 @@ class Trainer:
                                        "time_total_s": float(getattr(self.algo, "_time_total", 0.0))})
                     self.on_message(f"interrupted: iteration {done} ended as the signal came, and its metrics were "
                                     "lost with it: its row in metrics.jsonl holds the iteration only")
+            error = {"error": f"{RAY_LOST} under the run: {', '.join(interrupt.args[0])}"} if lost else {}
             if exp.checkpoint_at_end and done > 0:
                 iteration = done
-                self.on_message("interrupted: saving a checkpoint (Ctrl-C again to abandon it)")
+                if not lost:
+                    self.on_message("interrupted: saving a checkpoint (Ctrl-C again to abandon it)")
+                elif status == "failed":  # else its stop was reached, and its checkpoint saved at the end
+                    self.on_message(f"{RAY_LOST} under the run: saving a checkpoint")
                 metrics.setdefault("time_total_s", getattr(self.algo, "_time_total", 0.0))
-                saved = self.save(iteration, metrics)
+                try:
+                    saved = self.save(iteration, metrics)
+                except Exception as exc:  # with its Ray gone, an Algorithm whose parts ran there cannot save
+                    if not lost:
+                        raise
+                    saved = None
+                    error["error"] += f"; the checkpoint of iteration {iteration} could not be saved: {exc}"
+                    self.on_message(f"the checkpoint of iteration {iteration} could not be saved: {exc}")
                 last_checkpoint = saved or last_checkpoint
             folder.set_status(status=status, reason=reason, iteration=iteration,
-                              last_checkpoint=str(last_checkpoint or ""))
-            outcome = TrainOutcome(folder.path, iteration, reason, last_checkpoint, metrics)
+                              last_checkpoint=str(last_checkpoint or ""), **error)
+            outcome = TrainOutcome(folder.path, iteration, reason, last_checkpoint, metrics,
+                                   interrupt.args[0] if lost else [])
             self.on_interrupted(outcome)
             return outcome
         except Exception as exc:

@@ -135,13 +135,15 @@ def run_train(
 
 
 def _say_outcome(outcome: TrainOutcome) -> None:
+    from raytrain.training import RAY_LOST
+
     err.print(f"{outcome.reason} after {outcome.iteration} iterations", style="bold", markup=False)
     if outcome.last_checkpoint:
         err.print(f"checkpoint: {outcome.last_checkpoint}", markup=False)
     out.print(str(outcome.run_dir), markup=False)
-    if outcome.reason == "interrupted" and outcome.last_checkpoint:
+    if outcome.reason in ("interrupted", RAY_LOST) and outcome.last_checkpoint:
         err.print(f"resume with: raytrain train --resume {outcome.run_dir}", markup=False)
-    elif outcome.reason == "interrupted":  # before its first iteration ended (or with checkpoints turned off)
+    elif outcome.reason in ("interrupted", RAY_LOST):  # before its first iteration ended (or no checkpoints)
         err.print("no checkpoint was saved, so there is nothing to resume: start the run again", markup=False)
 
 
@@ -151,17 +153,30 @@ def _end_at_once_if_local_ray_lost(outcome: TrainOutcome) -> None:
     Stopping the Algorithm, or letting go of the objects the interrupted iteration held, then talks to a raylet
     that is gone, and Ray's core worker ends the process with exit 1 and no word (as it did once, when the GCS
     restarted the env runner the signal had ended). So: say how the run ended, kill what is left of that Ray,
-    and exit 130 now."""
-    from raytrain.ray_session import abandon_local_ray
+    and exit 130 now.
 
-    if not local_ray_lost_to_the_signal():
+    A run whose local Ray stopped under it with no signal to this process (`RayLost`: `ray stop`, the OOM killer)
+    ends the same way once its checkpoint is saved, with exit 1 (0 where its stop was reached in that iteration)."""
+    from raytrain.ray_session import abandon_local_ray
+    from raytrain.rllib.algorithm import remove_scratch_folders
+    from raytrain.training import RAY_LOST
+
+    if local_ray_lost_to_the_signal():
+        err.print("the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, "
+                  "as systemd and Slurm send it): the checkpoint is saved, and Ray was not stopped in order",
+                  markup=False)
+        code = 130
+    elif outcome.ray_lost:
+        err.print(f"the local Ray this run started stopped under it ({', '.join(outcome.ray_lost)}: `ray stop` on "
+                  "this machine, the OOM killer, or a signal to Ray's processes alone); the run ends here, before Ray "
+                  "ends this process 60 s after its GCS, with no word and no checkpoint", markup=False)
+        code = 1 if outcome.reason == RAY_LOST else 0
+    else:
         return
-    err.print("the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, "
-              "as systemd and Slurm send it): the checkpoint is saved, and Ray was not stopped in order",
-              markup=False)
     _say_outcome(outcome)
+    remove_scratch_folders()
     abandon_local_ray()
-    exit_now(130)
+    exit_now(code)
 
 
 def eval_(

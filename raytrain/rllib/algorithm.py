@@ -87,9 +87,11 @@ def building() -> Iterator[None]:
 @contextmanager
 def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
     """Build the Algorithm of `config`; stop it on leaving (its utilisation monitor stops at once:
-    `prompt_monitor`), then remove the scratch folder Tune made for it."""
+    `prompt_monitor`) unless the local Ray this process started is lost, then remove the scratch folder Tune made
+    for it (`remove_scratch_folders` does that for a process that ends at once instead)."""
     from ray.train.constants import DEFAULT_STORAGE_PATH
 
+    from raytrain.ray_session import local_ray_core_lost, local_ray_lost
     from raytrain.rllib.monitor import prompt_monitor
 
     root = Path(DEFAULT_STORAGE_PATH)
@@ -105,15 +107,37 @@ def algorithm(config: AlgorithmConfig) -> Iterator[Algorithm]:
             scratch = _scratch_of_failed_build(exc)
             raise
         scratch = Path(algo.logdir)
+        _unstopped[scratch] = made_root
         try:
             yield algo
-        finally:
-            algo.stop()
+        finally:  # its stop talks to a raylet that is gone, and Ray ends the process (no word)
+            if not (local_ray_lost() or local_ray_core_lost()):
+                algo.stop()
     finally:
-        if scratch is not None and scratch.parent == root:
-            _remove_if_empty(scratch)
-        if made_root:
-            _remove_if_empty(root)
+        if scratch is not None:
+            _unstopped.pop(scratch, None)
+        _remove_scratch(scratch, made_root)
+
+
+_unstopped: dict[Path, bool] = {}
+"""The scratch folders of the Algorithms `algorithm` built and has not left yet: whether it made ~/ray_results."""
+
+
+def remove_scratch_folders() -> None:
+    """For a process that ends at once (`os._exit`) with its Algorithms not stopped, their local Ray lost: remove
+    the scratch folders Tune made for them, as `algorithm` does when it leaves one."""
+    while _unstopped:
+        _remove_scratch(*_unstopped.popitem())
+
+
+def _remove_scratch(scratch: Path | None, made_root: bool) -> None:
+    from ray.train.constants import DEFAULT_STORAGE_PATH
+
+    root = Path(DEFAULT_STORAGE_PATH)
+    if scratch is not None and scratch.parent == root:
+        _remove_if_empty(scratch)
+    if made_root:
+        _remove_if_empty(root)
 
 
 def hold_no_put_objects(algo: Algorithm) -> None:

@@ -504,7 +504,7 @@ import numpy as np
 import ray
 from raytrain.config.load import load_source
 from raytrain.config.source import parse_yaml
-from raytrain.rllib.algorithm import algorithm
+from raytrain.rllib.algorithm import algorithm, remove_scratch_folders
 from raytrain.rllib.translate import build_ppo_config
 
 def stop_the_node():
@@ -530,6 +530,7 @@ with algorithm(build_ppo_config(load_source(parse_yaml(text, "inline.yaml")).con
     time.sleep(3)
     print("the driver outlived its node", flush=True)
     node.kill_all_processes(check_alive=False, allow_graceful=False)
+    remove_scratch_folders()  # Tune's, in ~/ray_results: the algorithm is not left in order
     os._exit(0)
 """
 
@@ -567,6 +568,7 @@ with algorithm(build_ppo_config(load_source(parse_yaml(text, "inline.yaml")).con
     algo.save_to_path(sys.argv[1])
     print(f"trained to iteration {algo.iteration} and saved after its node stopped", flush=True)
     node.kill_all_processes(check_alive=False, allow_graceful=False)
+    remove_scratch_folders()  # Tune's, in ~/ray_results: the algorithm is not left in order
     os._exit(0)
 """
 
@@ -585,3 +587,88 @@ def test_a_driver_with_no_remote_env_runner_trains_on_and_saves_after_its_local_
     assert done.returncode == 0 and "trained to iteration 3 and saved after its node stopped" in done.stdout, (
         done.returncode, done.stdout[-2000:], done.stderr[-3000:])
     assert (tmp_path / "checkpoint" / "rllib_checkpoint.json").is_file()
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The processes whose parent is `pid`, by pid: their command name (/proc/<pid>/stat)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            if int(rest[1]) == pid:
+                found[int(entry)] = name
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (an orphan's zombie, which PID 1 may never reap here, has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("stopped", ["raylet", "every process"])
+def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_path, stopped):
+    """`ray stop` on the machine (which SIGTERMs the raylet), or a SIGTERM to every process of the run's local Ray
+    but the driver's: the run trained on without its Ray until Ray's core worker ended it 60 s later ("Failed to
+    connect to GCS within 60 seconds", exit 1), with what came after the last periodic checkpoint lost and run.json
+    saying `running`. Now it saves a checkpoint at the end of the iteration it notices it in and ends (exit 1),
+    saying what ended and how to resume; the resume trains on from that checkpoint."""
+    storage = tmp_path / "results"
+    path = tmp_path / "long.yaml"
+    path.write_text(SMALL.format(storage=storage).replace("stop: {training_iteration: 2}",
+                                                          "stop: {training_iteration: 100000}")
+                    .replace("checkpoint_frequency: 2", "checkpoint_frequency: 1000"))
+    proc = subprocess.Popen([sys.executable, "-m", "raytrain", "train", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+    ray = {}
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and not list(storage.glob("small/*/metrics.jsonl")):
+            time.sleep(0.5)
+        rows = list(storage.glob("small/*/metrics.jsonl"))
+        assert rows and proc.poll() is None, "training did not start"
+        ray = _children(proc.pid)
+        assert "raylet" in ray.values() and "gcs_server" in ray.values(), ray
+        for pid, name in ray.items():
+            if stopped == "every process" or name == "raylet":
+                os.kill(pid, signal.SIGTERM)
+        # Noticed at the end of an iteration (GCS_PROBE_TIMEOUT_S where only its GCS tells): seconds, not 60.
+        out, err = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for pid in ray:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 1, err[-3000:]
+    said = " ".join(err.split())
+    run = rows[0].parent
+    status = json.loads((run / "run.json").read_text())
+    assert status["status"] == "failed" and status["reason"] == "local Ray stopped", status
+    assert status["error"].startswith("local Ray stopped under the run: "), status
+    if stopped == "raylet":
+        assert "raylet ended (" in status["error"], status
+    else:
+        assert "its GCS does not answer" in status["error"] or "raylet ended (" in status["error"], status
+    done = status["iteration"]
+    assert status["last_checkpoint"] == str(run / "checkpoints" / f"checkpoint_{done:06d}")
+    assert (run / "checkpoints" / f"checkpoint_{done:06d}" / "raytrain_state.json").is_file()
+    assert [json.loads(line)["training_iteration"] for line in rows[0].read_text().splitlines()] == list(range(1, done + 1))
+    assert f"local Ray stopped after {done} iterations" in said and f"resume with: raytrain train --resume {run}" in said
+    assert "the local Ray this run started stopped under it (" in said and "Failed to connect to GCS" not in said
+    assert out.strip().splitlines()[-1] == str(run)
+    assert not [pid for pid in ray if _running(pid)], "a process of that Ray outlived the run"
+    if stopped == "raylet":  # nothing lost: the resume goes on from that checkpoint
+        resumed = subprocess.run([sys.executable, "-m", "raytrain", "train", "--resume", str(run), "--set",
+                                  f"stop.training_iteration={done + 1}"], capture_output=True, text=True, timeout=180,
+                                 env={**os.environ, "RAY_ADDRESS": ""})
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        status = json.loads((run / "run.json").read_text())
+        assert status["status"] == "finished" and status["iteration"] == done + 1 and "error" not in status, status
