@@ -289,7 +289,7 @@ def local_ray_lost() -> bool:
     that woke late on a busy machine took the monitor's end at a normal exit for a signal's work.
     """
     node = _local_ray()
-    return not _stopping and node is not None and any(process.poll() is not None for process in _processes(node))
+    return not _stopping and node is not None and bool(_ended(node))
 
 
 def local_ray_core_lost() -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ..mounts import needs_mount_namespace, run_with_mounts, tmpfs
-from .conftest import invoke
+from .conftest import alive, descendants, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -589,28 +589,13 @@ def test_a_driver_with_no_remote_env_runner_trains_on_and_saves_after_its_local_
     assert (tmp_path / "checkpoint" / "rllib_checkpoint.json").is_file()
 
 
-def _children(pid: int) -> dict[int, str]:
-    """The processes whose parent is `pid`, by pid: their command name (/proc/<pid>/stat)."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-            if int(rest[1]) == pid:
-                found[int(entry)] = name
-    return found
 
-
-def _running(pid: int) -> bool:
-    """Whether `pid` is a process that has not ended (an orphan's zombie, which PID 1 may never reap here, has)."""
+def _name(pid: int) -> str:
+    """A process's command name (/proc/<pid>/comm), "" once it is gone."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
-        return False
-
+        return ""
 
 @pytest.mark.parametrize("stopped", ["raylet", "every process"])
 def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_path, stopped):
@@ -633,7 +618,7 @@ def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_
             time.sleep(0.5)
         rows = list(storage.glob("small/*/metrics.jsonl"))
         assert rows and proc.poll() is None, "training did not start"
-        ray = _children(proc.pid)
+        ray = {pid: _name(pid) for pid in descendants(proc.pid)}
         assert "raylet" in ray.values() and "gcs_server" in ray.values(), ray
         for pid, name in ray.items():
             if stopped == "every process" or name == "raylet":
@@ -645,7 +630,7 @@ def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_
             proc.kill()
             proc.communicate()
         for pid in ray:
-            if _running(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
     assert proc.returncode == 1, err[-3000:]
     said = " ".join(err.split())
@@ -664,7 +649,7 @@ def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_
     assert f"local Ray stopped after {done} iterations" in said and f"resume with: raytrain train --resume {run}" in said
     assert "the local Ray this run started stopped under it (" in said and "Failed to connect to GCS" not in said
     assert out.strip().splitlines()[-1] == str(run)
-    assert not [pid for pid in ray if _running(pid)], "a process of that Ray outlived the run"
+    assert not [pid for pid in ray if alive(pid)], "a process of that Ray outlived the run"
     if stopped == "raylet":  # nothing lost: the resume goes on from that checkpoint
         resumed = subprocess.run([sys.executable, "-m", "raytrain", "train", "--resume", str(run), "--set",
                                   f"stop.training_iteration={done + 1}"], capture_output=True, text=True, timeout=180,

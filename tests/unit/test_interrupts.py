@@ -8,7 +8,9 @@ import pytest
 
 from raytrain.config.load import load_config
 from raytrain.interrupts import held, raise_or_hold
-from raytrain.runs import RLLIB_PARTS, RunFolder
+from raytrain.runs import RunFolder
+
+from .conftest import FakeAlgorithm
 
 
 def test_an_interrupt_inside_a_held_block_is_raised_as_it_ends():
@@ -33,24 +35,18 @@ def test_an_interrupt_inside_a_held_block_is_raised_as_it_ends():
         signal.signal(signal.SIGUSR1, old)
 
 
-class _Algorithm:
-    """As much of RLlib's Algorithm as Trainer.run uses: train, iteration, save_to_path."""
+class _Algorithm(FakeAlgorithm):
+    """A fake Algorithm whose iteration `interrupt_at` is interrupted `where`."""
 
     def __init__(self, interrupt_at: int, where: str):
-        self.iteration = 0
-        self._time_total = 0.0
+        super().__init__()
         self.interrupt_at, self.where = interrupt_at, where
 
     def train(self):
-        self.iteration += 1
-        if self.iteration == self.interrupt_at and self.where == "before its result":
+        if self.iteration + 1 == self.interrupt_at and self.where == "before its result":
+            self.iteration += 1
             raise KeyboardInterrupt  # the count went up, the result never came back
-        return {"training_iteration": self.iteration, "num_env_steps_sampled_lifetime": 100 * self.iteration,
-                "time_total_s": float(self.iteration)}
-
-    def save_to_path(self, path):
-        for part in RLLIB_PARTS:
-            os.makedirs(os.path.join(path, part))
+        return super().train()
 
 
 @pytest.mark.parametrize("where", ["before its row", "before its result"])

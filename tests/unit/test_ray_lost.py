@@ -10,31 +10,24 @@ import json
 import pytest
 
 from raytrain.config.load import load_config
-from raytrain.runs import RLLIB_PARTS, RunFolder
+from raytrain.runs import RunFolder
+
+from .conftest import FakeAlgorithm
 
 LOST = ["raylet ended (SIGTERM)", "its GCS does not answer"]
 
 
-class _Algorithm:
-    """As much of RLlib's Algorithm as Trainer.run uses: train, iteration, save_to_path."""
+class _Algorithm(FakeAlgorithm):
+    """A fake Algorithm whose saves fail from iteration 3 on (once its Ray is gone) where `fail_save`."""
 
     def __init__(self, fail_save: bool = False):
-        self.iteration = 0
-        self._time_total = 0.0
+        super().__init__()
         self.fail_save = fail_save
 
-    def train(self):
-        self.iteration += 1
-        return {"training_iteration": self.iteration, "num_env_steps_sampled_lifetime": 100 * self.iteration,
-                "time_total_s": float(self.iteration)}
-
     def save_to_path(self, path):
-        if self.fail_save and self.iteration >= 3:  # once its Ray is gone
+        if self.fail_save and self.iteration >= 3:
             raise RuntimeError("the env runner actor died")
-        import os
-
-        for part in RLLIB_PARTS:
-            os.makedirs(os.path.join(path, part))
+        super().save_to_path(path)
 
 
 def _trainer(tmp_path, write_yaml, lost_after: int, stop: int = 10, fail_save: bool = False):
