@@ -499,7 +499,7 @@ def test_every_shipped_train_config_trains_and_its_checkpoint_plays(ray_session,
 
 
 DRIVER_WITH_A_STOPPABLE_LOCAL_RAY = """
-import os, signal, sys, time
+import os, signal, subprocess, sys, time
 import numpy as np
 import ray
 from raytrain.config.load import load_source
@@ -555,8 +555,12 @@ text = ("environment: {env: CartPole-v1}\\nenv_runners: {num_env_runners: 0, num
 with algorithm(build_ppo_config(load_source(parse_yaml(text, "inline.yaml")).config)) as algo:
     algo.train()
     node = stop_the_node()
-    for info in node.all_processes.get("raylet", []):
-        info.process.wait(timeout=30)  # the node's object store is gone
+    for info in node.all_processes.get("raylet", []):  # the node's object store is gone: a raylet that lingers in
+        try:                                             # its shutdown (it can for a minute, its GCS stopped too)
+            info.process.wait(timeout=5)                 # is killed, or Ray's 60 s without a GCS would end the
+        except subprocess.TimeoutExpired:                # driver before it trained on
+            info.process.kill()
+            info.process.wait(timeout=30)
     time.sleep(1)
     sys.excepthook = sys.__excepthook__  # Ray's asks the GCS, which is gone, about a failure here
     for _ in range(2):  # each iteration gives the new weights to the training and the evaluation env runner
