@@ -447,6 +447,7 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
               f"({repaired.name}{state.COPY_SUFFIX}, at most one step of Tune's loop older)", file=sys.stderr)
     for line in state.set_aside(exp_dir, restart_errored, time.strftime("%Y-%m-%d_%H-%M-%S")):
         print(line, file=sys.stderr)
+    state.forget_pending_decisions(exp_dir)  # else a trial that failed while saving is ended after one iteration
     if (edited := _edited_sweep_file(exp_dir)) is not None:
         print(edited, file=sys.stderr)
     tuner = tune.Tuner.restore(

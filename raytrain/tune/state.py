@@ -120,6 +120,37 @@ def repair(exp_dir: Path) -> Path | None:
     return path
 
 
+PENDING_DECISIONS = ("_cached_trial_decisions", "_queued_trial_decisions")
+"""Tune's controller's decisions waiting on a trial's save or result in flight (trial id to STOP, PAUSE,
+CONTINUE), which Tune 2.60 saves in the experiment state's `runner_data` with the rest of the controller."""
+
+
+def forget_pending_decisions(exp_dir: Path) -> dict[str, str]:
+    """Drop from the newest state what Tune's controller had decided for trials whose save was in flight when the
+    state was saved (`PENDING_DECISIONS`); returns them (trial id to decision), none when there were none.
+
+    A trial whose actor died while it was saving (its node or its Ray stopped, the OOM killer) gets its stop
+    decided for when that save comes back (STOP), and Tune saves that with its state. The resumed controller read
+    it back and applied it to the first save of the resumed trial: the trial ran one iteration and was ended,
+    TERMINATED, as if it had reached its stop (3 of 4 resumes of a sweep whose local Ray was stopped, here). No save
+    of the run before is in flight in a resumed one, so none of these decisions can stand.
+    """
+    path = newest_state(exp_dir)
+    data = _read(path) if path is not None else None
+    runner = data.get("runner_data") if data is not None else None
+    if path is None or data is None or not isinstance(runner, dict):
+        return {}
+    dropped = {}
+    for key in PENDING_DECISIONS:
+        pending = runner.get(key)
+        if isinstance(pending, dict) and pending:
+            dropped.update({str(trial): str(decision) for trial, decision in pending.items()})
+            runner[key] = {}
+    if dropped:
+        write_atomic(path, json.dumps(data))
+    return dropped
+
+
 SET_ASIDE = "not_resumed"
 """The folder in a trial's folder that `set_aside` moves what a resume would write again into."""
 

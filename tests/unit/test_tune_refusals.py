@@ -547,6 +547,33 @@ def test_the_trials_a_signal_ended_are_told_from_the_states_before_and_after_it(
     assert state.ended_since({}, after) == [] and state.ended_since(before, before) == []
 
 
+def test_a_resume_forgets_the_decisions_tune_saved_for_saves_in_flight(tmp_path):
+    """Tune 2.60 saves its controller's decisions that wait on a trial's save in flight (`runner_data`); a trial whose
+    actor died while saving had STOP there, and the resumed controller ended that trial after its first iteration
+    (TERMINATED, as if it had reached its stop). The resume drops them from the newest state, and only them."""
+    import json
+
+    from raytrain.tune import state
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    assert state.forget_pending_decisions(exp) == {}  # no state: nothing to do
+    runner = {"_iteration": 61, "_earliest_stopping_actor": float("inf"), "_has_errored": True,
+              "_cached_trial_decisions": {"a": "STOP"}, "_queued_trial_decisions": {"b": "PAUSE"}}
+    older = exp / "experiment_state-2026-12-06_01-00-00.json"
+    older.write_text(json.dumps({"trial_data": [], "runner_data": dict(runner)}))
+    newest = exp / "experiment_state-2026-12-06_02-00-00.json"
+    newest.write_text(json.dumps({"trial_data": [[json.dumps({"trial_id": "a", "status": "ERROR"}), "{}"]],
+                                  "runner_data": runner}))
+    older_text = older.read_text()
+    assert state.forget_pending_decisions(exp) == {"a": "STOP", "b": "PAUSE"}
+    kept = json.loads(newest.read_text())
+    assert kept["runner_data"] == {**runner, "_cached_trial_decisions": {}, "_queued_trial_decisions": {}}
+    assert state.statuses(exp) == {"a": "ERROR"} and older.read_text() == older_text
+    mtime = newest.stat().st_mtime_ns
+    assert state.forget_pending_decisions(exp) == {} and newest.stat().st_mtime_ns == mtime  # none left: not written
+
+
 def test_resume_of_a_sweep_whose_trials_all_finished_starts_nothing(sweep, tmp_path):
     """Tune would start Ray, restore the experiment, run nothing and write new state files (6.6 s for a 2-trial sweep)."""
     exp = _experiment_with_trials(sweep, ["TERMINATED", "TERMINATED"])
