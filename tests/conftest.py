@@ -70,6 +70,17 @@ def write_yaml(tmp_path):
     return write
 
 
+@pytest.fixture
+def ray_results(tmp_path, monkeypatch):
+    """~/ray_results, where Tune makes a Trainable's scratch folder (an Algorithm built outside Tune has one), in
+    tmp_path instead (not made yet): a test that checks none is left sees only its own, not those of the tests
+    that the other worker of `pytest -n 2` runs at the same moment."""
+    root = tmp_path / "ray_results"
+    monkeypatch.setattr("ray.train.constants.DEFAULT_STORAGE_PATH", str(root))
+    monkeypatch.setattr("ray.tune.trainable.trainable.DEFAULT_STORAGE_PATH", str(root))
+    return root
+
+
 @pytest.fixture(autouse=True)
 def _no_debug(monkeypatch):
     monkeypatch.delenv("RAYTRAIN_DEBUG", raising=False)

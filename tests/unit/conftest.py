@@ -2,8 +2,6 @@
 
 import os
 
-import pytest
-
 from raytrain.runs import RLLIB_PARTS
 
 
@@ -22,12 +20,3 @@ class FakeAlgorithm:
     def save_to_path(self, path):
         for part in RLLIB_PARTS:
             os.makedirs(os.path.join(path, part))
-
-
-@pytest.fixture
-def ray_results(tmp_path, monkeypatch):
-    """~/ray_results, where Tune makes a Trainable's scratch folder, in tmp_path instead (not made yet)."""
-    root = tmp_path / "ray_results"
-    monkeypatch.setattr("ray.train.constants.DEFAULT_STORAGE_PATH", str(root))
-    monkeypatch.setattr("ray.tune.trainable.trainable.DEFAULT_STORAGE_PATH", str(root))
-    return root
