@@ -292,16 +292,19 @@ def local_ray_lost() -> bool:
     return not _stopping and node is not None and bool(_ended(node))
 
 
-def local_ray_core_lost() -> list[str]:
+def local_ray_core_lost(*, probe: bool = False) -> list[str]:
     """Where the local Ray this process started can no longer serve it: what is wrong, each as `raylet ended
-    (SIGTERM)`, `dashboard ended (exit 15)` or `its GCS does not answer`. Otherwise (that Ray whole, or only its
-    dashboard or a monitor ended; this process's exit has begun stopping it; it started none) empty.
+    (SIGTERM)`, `dashboard ended (exit 15)`, `its GCS does not answer` or `its raylet is stopping (its GCS has
+    the node dead)`. Otherwise (that Ray whole, or only its dashboard or a monitor ended; this process's exit has
+    begun stopping it; it started none) empty.
 
     The GCS and the raylet are what a driver cannot do without: Ray's core worker ends it 60 s after its GCS is gone
     ("Failed to connect to GCS within 60 seconds", exit 1), and at once where it puts an object with its raylet's
     object store gone. A SIGTERM to Ray's processes (`ray stop`) ends the dashboard and the log monitor at once, but
-    the GCS and the raylet linger in their shutdown for a minute or more with the GCS answering nobody: so where any
-    process of that Ray ended, and at least every `GCS_PROBE_EVERY_S` besides, the GCS is asked for a key (0.3 ms).
+    the GCS and the raylet linger in their shutdown for a minute or more with the GCS answering nobody; a raylet
+    SIGTERMed alone tells its GCS at once that its node is dead (its actors die then), and lingers too. So where any
+    process of that Ray ended, at least every `GCS_PROBE_EVERY_S` besides, and on `probe`, the GCS is asked whether
+    the node is alive (0.5 ms).
     """
     global _gcs_probed_at, _core_lost
     import time
@@ -317,11 +320,11 @@ def local_ray_core_lost() -> list[str]:
     wrong = [f"{kind} ended ({how})" for kind, how in ended]
     if {ray_constants.PROCESS_TYPE_GCS_SERVER, ray_constants.PROCESS_TYPE_RAYLET} & {kind for kind, _ in ended}:
         _core_lost = wrong
-    elif ended or time.monotonic() - _gcs_probed_at >= GCS_PROBE_EVERY_S:
-        answered = _gcs_answers(node)
+    elif probe or ended or time.monotonic() - _gcs_probed_at >= GCS_PROBE_EVERY_S:
+        said = _gcs_says(node)
         _gcs_probed_at = time.monotonic()
-        if not answered:
-            _core_lost = [*wrong, "its GCS does not answer"]
+        if said:
+            _core_lost = [*wrong, said]
     return list(_core_lost)
 
 
@@ -335,13 +338,16 @@ _gcs_probed_at = float("-inf")
 _core_lost: list[str] = []
 
 
-def _gcs_answers(node: Any) -> bool:
-    """Whether the GCS of Ray's `node` answers a read of a key within `GCS_PROBE_TIMEOUT_S`."""
+def _gcs_says(node: Any) -> str | None:
+    """None where the GCS of Ray's `node` answers within `GCS_PROBE_TIMEOUT_S` that the node is alive; else what
+    is wrong: `its GCS does not answer`, `its raylet is stopping (its GCS has the node dead)`."""
+    from ray._raylet import NodeID
+
     try:
-        node.get_gcs_client().internal_kv_get(b"raytrain_probe", None, timeout=GCS_PROBE_TIMEOUT_S)
+        alive = node.get_gcs_client().check_alive([NodeID.from_hex(node.node_id)], timeout=GCS_PROBE_TIMEOUT_S)
     except Exception:  # Ray's RpcError (cancelled, timed out, unavailable): no answer, whatever the cause
-        return False
-    return True
+        return "its GCS does not answer"
+    return None if alive and alive[0] else "its raylet is stopping (its GCS has the node dead)"
 
 
 def _ended(node: Any) -> list[tuple[str, str]]:

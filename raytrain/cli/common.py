@@ -6,7 +6,8 @@ import functools
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
@@ -175,18 +176,15 @@ class TuneStopOnTerm:
         Ray's own processes got it too (`local_ray_lost`), and Tune, once it has saved its state, waits 60 s
         for a GCS that is shutting down to stop the trials, then Ray ends the process with a native error.
         Or Tune's loop is itself held in a call to the stopped GCS (`remove_placement_group`, after a trial actor
-        the signal ended), and Tune never gets to its save. Here: wait for that save (an `experiment_state-*.json`
-        written after the signal); if none came in `own_save_s`, save it with Tune's own save from this thread
-        (`save_state_beside_a_blocked_tune`), and wait for it at most `save_s` in all; then kill what is left of the
-        local Ray and exit 130 naming the resume. Where Tune's own save came but has a trial ended that the state
-        saved before the signal had running (Tune saw its actor die to the signal first: ERROR, which `tune resume
-        --restart-errored` would start over from scratch), it is saved again with that trial as it was then.
+        the signal ended), and Tune never gets to its save. Here: once Tune has saved its state, or it has been
+        saved beside it, kill what is left of the local Ray and exit 130 naming the resume
+        (`end_sweep_over_a_lost_ray`, with the statuses Tune last saved before the signal).
         A SIGTERM to this process alone, or
         to its process group (where Ray's processes are not), leaves Ray running: nothing is done, and Tune
         stops the trials in order."""
         import time
 
-        from raytrain.ray_session import abandon_local_ray, local_ray_lost
+        from raytrain.ray_session import local_ray_lost
         from raytrain.tune import state as tune_state
 
         signalled = time.time()
@@ -196,33 +194,138 @@ class TuneStopOnTerm:
                 return
             time.sleep(0.1)
 
-        from raytrain.tune.run import release_driver, save_state_beside_a_blocked_tune
-        from raytrain.tune.state import STATE_GLOB
+        end_sweep_over_a_lost_ray(
+            exp_dir, signalled, before, status=130, own_save_s=own_save_s, save_s=save_s,
+            said="the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, as "
+                 "systemd and Slurm send it), so the trials cannot be stopped in order. ")
 
-        def saved() -> bool:
-            try:
-                return any(p.stat().st_mtime >= signalled for p in exp_dir.glob(STATE_GLOB))
-            except OSError:
-                return False
 
-        while not saved() and time.time() - signalled < own_save_s:
-            time.sleep(0.1)
-        why_not = not_again = None
-        if not saved():
-            why_not = save_state_beside_a_blocked_tune(exp_dir)
-        elif ended := tune_state.ended_since(before, tune_state.statuses(exp_dir)):
-            if why := save_state_beside_a_blocked_tune(exp_dir, as_of=before):
-                not_again = f" ({len(ended)} trial(s) the signal ended are saved as ended: {why})"
-        while not saved() and time.time() - signalled < save_s:
-            time.sleep(0.1)
-        state = (f"Tune saved its state{not_again or ''}" if saved() else
-                 f"Tune's state is as it last saved it ({why_not})" if why_not else "Tune's state is as it last saved it")
-        print(f"raytrain: the SIGTERM stopped the local Ray's own processes too (it went to every process of the "
-              f"command, as systemd and Slurm send it), so the trials cannot be stopped in order. {state}: "
-              f"continue the sweep with `raytrain tune resume {shlex.quote(str(exp_dir))}`", file=sys.stderr, flush=True)
-        abandon_local_ray()
-        release_driver(exp_dir)
-        exit_now(130)
+def end_sweep_over_a_lost_ray(exp_dir: Path, asked: float | None, before: dict[str, str], *, status: int,
+                              said: str = "", own_save_s: float = 3.0, save_s: float = 15.0) -> NoReturn:
+    """End a sweep whose local Ray is gone, once Tune, asked at `asked` (time.time()) to stop (SIGUSR1), has saved
+    its state: wait for that save (an `experiment_state-*.json` written since); if none came in `own_save_s`, save it
+    with Tune's own save from this thread (`save_state_beside_a_blocked_tune`: Tune's loop may be held in a call
+    to the stopped GCS), and wait for it at most `save_s` in all. Where Tune's own save came but has a trial ended
+    that `before` (the statuses Tune last saved before the loss) had running (Tune saw its actor die first:
+    ERROR, which `tune resume --restart-errored` would start over from scratch), it is saved again with that
+    trial as it was then. `asked` None: Tune's loop has ended, and its last save stands. Then say so (`said`
+    first), kill what is left of the local Ray, and exit with `status` naming the resume."""
+    import time
+
+    from raytrain.ray_session import abandon_local_ray
+    from raytrain.tune import state as tune_state
+    from raytrain.tune.run import release_driver, save_state_beside_a_blocked_tune
+
+    def saved() -> bool:
+        try:
+            return asked is None or any(p.stat().st_mtime >= asked for p in exp_dir.glob(tune_state.STATE_GLOB))
+        except OSError:
+            return False
+
+    started = asked if asked is not None else time.time()
+    while not saved() and time.time() - started < own_save_s:
+        time.sleep(0.1)
+    why_not = not_again = None
+    if not saved():
+        why_not = save_state_beside_a_blocked_tune(exp_dir)
+    elif asked is not None and (ended := tune_state.ended_since(before, tune_state.statuses(exp_dir))):
+        if why := save_state_beside_a_blocked_tune(exp_dir, as_of=before):
+            not_again = f" ({len(ended)} trial(s) ended with the local Ray are saved as ended: {why})"
+    while not saved() and time.time() - started < save_s:
+        time.sleep(0.1)
+    state = (f"Tune saved its state{not_again or ''}" if saved() else
+             f"Tune's state is as it last saved it ({why_not})" if why_not else "Tune's state is as it last saved it")
+    print(f"raytrain: {said}{state}: continue the sweep with `raytrain tune resume {shlex.quote(str(exp_dir))}`",
+          file=sys.stderr, flush=True)
+    abandon_local_ray()
+    release_driver(exp_dir)
+    exit_now(status)
+
+
+class LocalRayWatch:
+    """While Tune's loop runs a sweep on the local Ray this process started (`during_fit`): when that Ray loses its
+    raylet or GCS with no SIGTERM to this process (`ray stop` on the machine, the OOM killer, a signal to Ray's
+    processes alone; `local_ray_core_lost`), ask Tune to stop (SIGUSR1, as `TuneStopOnTerm` does) and end the
+    sweep with its state saved, exit 1 (`end_sweep_over_a_lost_ray`). Before, Tune took the trials' actors for
+    failed (a failure counted, error.txt, a retry waiting for a node that was gone) and Ray ended the process 60 s
+    later with "Failed to connect to GCS within 60 seconds" and no word of resuming.
+
+    Checked every `every_s` from a thread of its own, the GCS asked each time (0.5 ms: a raylet SIGTERMed alone
+    lingers, its node dead to the GCS at once). Where Tune's `fit()` returns (on the SIGUSR1, or by itself where
+    every trial's actor died with that Ray and none may be retried), its last save stands and the sweep ends there;
+    where it has not returned `own_save_s` after the SIGUSR1 (Tune's loop held in a call to the stopped GCS), the
+    watch's thread ends it. A SIGTERM's own watch (`term`) has a lost Ray in hand."""
+
+    def __init__(self, exp_dir: Path, term: TuneStopOnTerm, every_s: float = 0.5, own_save_s: float = 3.0) -> None:
+        import threading
+
+        self.exp_dir = exp_dir
+        self.term = term
+        self.every_s = every_s
+        self.own_save_s = own_save_s
+        self.lost: list[str] = []
+        self._asked = 0.0
+        self._before: dict[str, str] = {}
+        self._returned = threading.Event()
+        self._ending = threading.Lock()
+
+    @contextmanager
+    def during_fit(self) -> Iterator[None]:
+        """Around Tune's `fit()`; ends the process (exit 1) after it where the local Ray was lost under it, unless
+        every trial had finished."""
+        import threading
+
+        from raytrain.ray_session import local_ray_core_lost, started_local_ray
+
+        if not started_local_ray():
+            yield
+            return
+        self._returned.clear()
+        threading.Thread(target=self._run, name="raytrain-ray-watch", daemon=True).start()
+        try:
+            yield
+        finally:
+            self._returned.set()
+            if not self.lost and not self.term.received:
+                from raytrain.tune import state as tune_state
+
+                lost = local_ray_core_lost(probe=True)
+                if lost and (sys.exc_info()[0] is not None
+                             or any(s != "TERMINATED" for s in tune_state.statuses(self.exp_dir).values())):
+                    self._say(lost)
+                    self.lost = lost
+            if self.lost:
+                with self._ending:  # the watch's thread may be ending it already
+                    end_sweep_over_a_lost_ray(self.exp_dir, None, self._before, status=1)
+
+    def _run(self) -> None:
+        import signal
+        import time
+
+        from raytrain.ray_session import local_ray_core_lost
+        from raytrain.tune import state as tune_state
+
+        while not self._returned.wait(self.every_s):
+            if self.term.received:
+                return
+            lost = local_ray_core_lost(probe=True)
+            if not lost or self._returned.is_set():
+                continue
+            self._asked = time.time()
+            self._before = tune_state.statuses(self.exp_dir)  # as Tune last saved them
+            self._say(lost)
+            self.lost = lost
+            os.kill(os.getpid(), signal.SIGUSR1)  # Tune's loop runs: its handler is installed
+            if self._returned.wait(self.own_save_s):
+                return  # `during_fit` ends it
+            with self._ending:
+                end_sweep_over_a_lost_ray(self.exp_dir, self._asked, self._before, status=1)
+
+    @staticmethod
+    def _say(lost: list[str]) -> None:
+        print(f"raytrain: the local Ray this sweep started stopped under it ({', '.join(lost)}: `ray stop` on this "
+              "machine, the OOM killer, or a signal to Ray's processes alone), so its trials cannot go on: ending the "
+              "sweep with Tune's state saved", file=sys.stderr, flush=True)
 
 
 def interrupting_signal() -> str | None:

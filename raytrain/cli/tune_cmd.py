@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 from raytrain.cli.common import (
     AddressOption,
     ClusterOption,
+    LocalRayWatch,
     SetOption,
     TuneStopOnTerm,
     argv,
@@ -133,17 +134,18 @@ def run(
         err.print(f"experiment folder: {loaded.experiment_dir}", markup=False)
 
     try:
-        _drive(address, loaded.experiment_dir, lambda: run_sweep(loaded, plan_, argv()),
+        _drive(address, loaded.experiment_dir, lambda watch: run_sweep(loaded, plan_, argv(), watch=watch),
                lambda ray: check_cpus(loaded, ray), started)
     finally:
         loaded.unmake()  # the folders made to hold the name, where the sweep wrote nothing into them
 
 
-def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], check: Callable[[RayCpus], object],
+def _drive(address: str | None, exp_dir: Path, sweep: Callable[[LocalRayWatch], Path], check: Callable[[RayCpus], object],
            started: Callable[[str], None] | None = None) -> None:
     """Connect to Ray (`started` is told where), check that its CPUs can place a trial (`check`, which raises
     ConfigError: a joined cluster's CPUs are known only now), then with Ray's own messages going to the
-    experiment's ray.log, run `sweep`, and report on the experiment folder it returns."""
+    experiment's ray.log, run `sweep` (given the watch that ends it where its local Ray stops under Tune's loop),
+    and report on the experiment folder it returns."""
     from raytrain.quiet import quiet_ray
     from raytrain.ray_session import connect_ray
     from raytrain.training import connected_ray
@@ -158,7 +160,7 @@ def _drive(address: str | None, exp_dir: Path, sweep: Callable[[], Path], check:
         if messages is not None:
             log = messages.log_to(exp_dir)
             err.print(f"Ray's own messages go to {log} (--verbose prints them here)", style="dim", markup=False)
-        exp_dir = sweep()
+        exp_dir = sweep(LocalRayWatch(exp_dir, term))  # `ray stop`, the OOM killer: the sweep ends with its state saved
     finally:
         if messages is not None:
             messages.close()
@@ -322,7 +324,7 @@ def resume(
     if ray_address(address) is None:
         resumable.check_cpus(local_ray())
     exp_dir = resumable.exp_dir
-    _drive(address, exp_dir, lambda: resume_sweep(exp_dir, restart_errored, argv()), resumable.check_cpus)
+    _drive(address, exp_dir, lambda watch: resume_sweep(exp_dir, restart_errored, argv(), watch=watch), resumable.check_cpus)
 
 
 @app.command()

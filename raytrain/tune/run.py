@@ -9,10 +9,10 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 from ray.tune import Callback
@@ -122,14 +122,21 @@ def _driving(exp_dir: Path) -> Iterator[None]:
         release_driver(exp_dir)
 
 
-def _fit(tuner: Any, exp_dir: Path) -> None:
-    """`tuner.fit()`; a failure on a full disk is said as such, with the resume.
+class FitWatch(Protocol):
+    """What watches Tune's `fit()` (the CLI's `LocalRayWatch`: a local Ray stopped under it)."""
+
+    def during_fit(self) -> AbstractContextManager[None]: ...
+
+
+def _fit(tuner: Any, exp_dir: Path, watch: FitWatch | None = None) -> None:
+    """`tuner.fit()` (inside `watch.during_fit()`); a failure on a full disk is said as such, with the resume.
 
     Tune itself then wrote empty error files and failed reading them back: `EOFError: Ran out of input`, with no word
     of the disk.
     """
     try:
-        tuner.fit()
+        with watch.during_fit() if watch is not None else nullcontext():
+            tuner.fit()
     except Exception as exc:
         full = _disk_full(exp_dir, exc)
         if full is None:
@@ -293,7 +300,8 @@ class StateBackup(Callback):
 EXPERIMENT_STATE_PERIOD_S = "2"
 
 
-def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: float = 15.0) -> Path:
+def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: float = 15.0,
+              watch: FitWatch | None = None) -> Path:
     """Start a new sweep (Ray must be connected). Returns the experiment folder."""
     import os
 
@@ -324,7 +332,7 @@ def run_sweep(loaded: LoadedSweep, plan_: dict, argv: list[str], live_every_s: f
             print(f"note: search.max_concurrent_trials is unset: {at_once} trial(s) at once, as many as this cluster "
                   f"holds (else, with {loaded.sweep.search.algorithm}, Tune starts them one at a time)", file=sys.stderr)
         tuner = build(plan_, callbacks=[LiveTable(loaded.metric, live_every_s), StateBackup()], at_once=at_once)
-        _fit(tuner, exp_dir)
+        _fit(tuner, exp_dir, watch)
     finish(exp_dir)
     return exp_dir
 
@@ -428,7 +436,7 @@ def check_resume(exp_dir: str | Path) -> Resumable:
     return Resumable(exp_dir, cfg)
 
 
-def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
+def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str], watch: FitWatch | None = None) -> Path:
     """Continue an interrupted sweep from its checkpoints. `exp_dir` is what `check_resume` found resumable; Ray
     must be connected."""
     import os
@@ -458,7 +466,7 @@ def resume_sweep(exp_dir: Path, restart_errored: bool, argv: list[str]) -> Path:
         restart_errored=restart_errored,
     )
     with _driving(exp_dir):
-        _fit(tuner, exp_dir)
+        _fit(tuner, exp_dir, watch)
     finish(exp_dir)
     return exp_dir
 

@@ -46,6 +46,14 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
+def process_name(pid: int) -> str:
+    """A process's command name (/proc/<pid>/comm), "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def rows(trial_dir: Path, *, live: bool = False) -> list[dict]:
     """A trial's result.json rows; none while Tune has not created the file.
 

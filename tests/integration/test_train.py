@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ..mounts import needs_mount_namespace, run_with_mounts, tmpfs
-from .conftest import alive, descendants, invoke
+from .conftest import alive, descendants, invoke, process_name
 
 pytestmark = pytest.mark.integration
 
@@ -582,14 +582,6 @@ def test_a_driver_with_no_remote_env_runner_trains_on_and_saves_after_its_local_
     assert (tmp_path / "checkpoint" / "rllib_checkpoint.json").is_file()
 
 
-
-def _name(pid: int) -> str:
-    """A process's command name (/proc/<pid>/comm), "" once it is gone."""
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
 @pytest.mark.parametrize("stopped", ["raylet", "every process"])
 def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_path, stopped):
     """`ray stop` on the machine (which SIGTERMs the raylet), or a SIGTERM to every process of the run's local Ray
@@ -611,7 +603,7 @@ def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_
             time.sleep(0.5)
         rows = list(storage.glob("small/*/metrics.jsonl"))
         assert rows and proc.poll() is None, "training did not start"
-        ray = {pid: _name(pid) for pid in descendants(proc.pid)}
+        ray = {pid: process_name(pid) for pid in descendants(proc.pid)}
         assert "raylet" in ray.values() and "gcs_server" in ray.values(), ray
         for pid, name in ray.items():
             if stopped == "every process" or name == "raylet":
@@ -631,10 +623,10 @@ def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_
     status = json.loads((run / "run.json").read_text())
     assert status["status"] == "failed" and status["reason"] == "local Ray stopped", status
     assert status["error"].startswith("local Ray stopped under the run: "), status
-    if stopped == "raylet":
-        assert "raylet ended (" in status["error"], status
-    else:
-        assert "its GCS does not answer" in status["error"] or "raylet ended (" in status["error"], status
+    # The raylet's end, or its GCS asked (every 10 s, or once a process of that Ray ended) in the moment between
+    # the raylet's signal and its end (the node is dead to the GCS at once), or while the GCS is stopping too.
+    told = ["raylet ended (", "its raylet is stopping ("] + (["its GCS does not answer"] if stopped != "raylet" else [])
+    assert any(words in status["error"] for words in told), status
     done = status["iteration"]
     assert status["last_checkpoint"] == str(run / "checkpoints" / f"checkpoint_{done:06d}")
     assert (run / "checkpoints" / f"checkpoint_{done:06d}" / "raytrain_state.json").is_file()

@@ -19,7 +19,7 @@ from typer.testing import Result
 from raytrain.tune import state
 
 from ..mounts import needs_mount_namespace, run_with_mounts, tmpfs
-from .conftest import alive, descendants, invoke, rows, tiny_base
+from .conftest import alive, descendants, invoke, process_name, rows, tiny_base
 
 pytestmark = pytest.mark.integration
 
@@ -557,6 +557,80 @@ def test_a_sigterm_to_every_process_of_the_command_ends_it_at_once_with_its_stat
         train_said=["the SIGTERM stopped the local Ray's own processes too (it went to every process of the command, "
                     "as systemd and Slurm send it): the checkpoint is saved, and Ray was not stopped in order",
                     "resume with: raytrain train --resume {run}"])
+
+
+@pytest.mark.parametrize("stopped", ["raylet", "every process"])
+def test_a_sweep_whose_local_ray_is_stopped_under_it_ends_at_once_with_its_state_saved(workdir, tmp_path, stopped):
+    """`ray stop` on the machine (which SIGTERMs the raylet), the OOM killer, or a SIGTERM to every process of the
+    sweep's local Ray but the driver's: Tune took the trials' actors for failed and waited to retry them on a node
+    that was gone, until Ray's core worker ended the driver 60 s later ("Failed to connect to GCS within 60
+    seconds", exit 1, no word of resuming). Now the sweep ends within seconds (exit 1), saying what ended, with
+    Tune's state saved for `tune resume` and nothing of that Ray left running."""
+    proc, below = _signalled_command(workdir, tmp_path, "tune")
+    with _ended(proc):
+        ray = {pid: process_name(pid) for pid in below}
+        assert "raylet" in ray.values() and "gcs_server" in ray.values(), ray
+        for pid, name in ray.items():
+            if stopped == "every process" or name == "raylet":
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+        out, _ = proc.communicate(timeout=45)  # Ray's own wait for its GCS: 60 s
+    said = " ".join(out.split())
+    exp = tmp_path / "results" / "grouped"
+    assert proc.returncode == 1, out[-3000:]
+    assert "raytrain: the local Ray this sweep started stopped under it (" in said, out[-3000:]
+    # The raylet's end, or its GCS (asked every 0.5 s) telling of its node's death while the raylet lingers.
+    told = ["raylet ended (", "its raylet is stopping ("] + (["ended (", "its GCS does not answer"] if stopped != "raylet" else [])
+    assert any(words in said for words in told), out[-3000:]
+    assert f"Tune saved its state: continue the sweep with `raytrain tune resume {exp}`" in said, out[-3000:]
+    assert "Failed to connect to GCS" not in out and "the sweep was stopped" not in out
+    assert not (exp / "driver.json").exists()
+    data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
+    # As Tune last saved them, each to be continued by `tune resume` from its checkpoint (an ERROR one too: Tune saw
+    # its actor die before the watch saw the raylet's end, and a resume retries it from its checkpoint).
+    assert len(data["trials"]) == 2 and all(t["status"] in ("RUNNING", "PENDING", "ERROR") for t in data["trials"]), data
+    assert all(t["iteration"] >= 2 for t in data["trials"]), data
+    deadline = time.time() + 30
+    while _alive(below) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _alive(below), f"left running: {_alive(below)}"
+    if stopped == "raylet":
+        _resume_goes_on_with_every_trial(exp, data["trials"])
+
+
+def _resume_goes_on_with_every_trial(exp: Path, trials: list[dict]) -> None:
+    """`tune resume` of `exp` (`trials`: its `tune status --json` trials) trains every trial on past where it was,
+    none ended after its first iteration; then a SIGTERM to its driver stops it with its state saved.
+
+    Where a trial's actor died while it was saving, Tune saved STOP for it (its controller's `_cached_trial_decisions`)
+    with its state, and the resumed controller ended the trial after one iteration (3 of 4 resumes here). That is put
+    in the state here where the loss did not leave it, for the first trial: the resume must forget it."""
+    newest = state.newest_state(exp)
+    assert newest is not None
+    saved = json.loads(newest.read_text())
+    first = trials[0]["trial_id"]
+    saved["runner_data"]["_cached_trial_decisions"] = {first: "STOP"}
+    newest.write_text(json.dumps(saved))
+    proc = subprocess.Popen([sys.executable, "-m", "raytrain", "tune", "resume", str(exp)], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "RAY_ADDRESS": ""})
+    with _ended(proc):
+        went_on = {t["trial_id"]: t["iteration"] + 3 for t in trials}  # three iterations past where each was
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            now = {p.name.removeprefix("grouped_"): rows(p, live=True) for p in exp.glob("grouped_*") if p.is_dir()}
+            if all(now.get(trial) and now[trial][-1]["training_iteration"] >= at for trial, at in went_on.items()):
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        os.kill(proc.pid, signal.SIGTERM)  # the driver alone: Tune stops the trials in order and saves its state
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out[-3000:]
+    data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
+    assert {t["trial_id"]: t["status"] for t in data["trials"]} == {t["trial_id"]: "RUNNING" for t in trials}, data
+    assert all(t["iteration"] >= went_on[t["trial_id"]] for t in data["trials"]), data
 
 
 def test_a_second_run_never_touches_the_first_experiment(ray_session, workdir, tmp_path):
