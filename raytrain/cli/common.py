@@ -264,8 +264,6 @@ class LocalRayWatch:
         self.every_s = every_s
         self.own_save_s = own_save_s
         self.lost: list[str] = []
-        self._asked = 0.0
-        self._before: dict[str, str] = {}
         self._returned = threading.Event()
         self._ending = threading.Lock()
 
@@ -296,7 +294,7 @@ class LocalRayWatch:
                     self.lost = lost
             if self.lost:
                 with self._ending:  # the watch's thread may be ending it already
-                    end_sweep_over_a_lost_ray(self.exp_dir, None, self._before, status=1)
+                    end_sweep_over_a_lost_ray(self.exp_dir, None, {}, status=1)
 
     def _run(self) -> None:
         import signal
@@ -309,17 +307,18 @@ class LocalRayWatch:
             if self.term.received:
                 return
             lost = local_ray_core_lost(probe=True)
-            if not lost or self._returned.is_set():
+            # Tune's SIGUSR1 handler comes with its loop (until then the signal would end the process): wait for it.
+            if not lost or self._returned.is_set() or signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
                 continue
-            self._asked = time.time()
-            self._before = tune_state.statuses(self.exp_dir)  # as Tune last saved them
+            asked = time.time()
+            before = tune_state.statuses(self.exp_dir)  # as Tune last saved them
             self._say(lost)
             self.lost = lost
-            os.kill(os.getpid(), signal.SIGUSR1)  # Tune's loop runs: its handler is installed
+            os.kill(os.getpid(), signal.SIGUSR1)
             if self._returned.wait(self.own_save_s):
                 return  # `during_fit` ends it
             with self._ending:
-                end_sweep_over_a_lost_ray(self.exp_dir, self._asked, self._before, status=1)
+                end_sweep_over_a_lost_ray(self.exp_dir, asked, before, status=1)
 
     @staticmethod
     def _say(lost: list[str]) -> None:
