@@ -137,6 +137,7 @@ _interrupted_by: list[tuple[str, float]] = []
 class TuneStopOnTerm:
     """Turns the first SIGTERM into SIGUSR1, on which Tune saves its experiment state and returns from fit(),
     as it does on Ctrl-C. Install it after `ray.init`, whose own SIGTERM handler would end the driver at once.
+    Before Tune's loop has begun, a SIGTERM is a KeyboardInterrupt, as a Ctrl-C is there.
 
     A second SIGTERM ends the process (`second_ends`), or is ignored where something sends two and the save must
     not be cut short (a Slurm job: the batch shell forwards one, Slurm sends its own; its SIGKILL still ends it).
@@ -163,6 +164,12 @@ class TuneStopOnTerm:
                 os.kill(os.getpid(), signal.SIGTERM)
             return
         self.received = True
+        if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
+            # Tune's loop has not begun (its handler comes with it), so there is no state to save, and the signal's
+            # default action would end the process with its local Ray left running: stop as on Ctrl-C there.
+            print("raytrain: SIGTERM before the trials started: stopping, with nothing to save", file=sys.stderr,
+                  flush=True)
+            raise KeyboardInterrupt
         print("raytrain: SIGTERM: saving Tune's state and stopping the trials", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGUSR1)
         if self.exp_dir is not None:

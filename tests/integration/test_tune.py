@@ -500,6 +500,38 @@ def _check_stopped_with_state_saved(proc: subprocess.Popen, out: str, command: s
     assert not _alive(below), f"left running: {_alive(below)}"
 
 
+def test_a_sigterm_before_tunes_loop_has_begun_stops_the_command_and_its_ray(workdir, tmp_path):
+    """A SIGTERM in the moment between the local Ray's start and Tune's loop (the sweep's checks, its experiment
+    folder, Tune's setup): the driver turned it into SIGUSR1 for Tune, whose handler was not installed yet, and the
+    signal's default action ended the driver at once (killed by SIGUSR1, no word), leaving its local Ray running with
+    nobody to stop it. Now it stops as on Ctrl-C there: "interrupted", exit 130, its Ray stopped."""
+    path = workdir("name: early\nsearch: {algorithm: random, num_samples: 2, seed: 0}\n", stop=500)
+    proc = subprocess.Popen([sys.executable, "-m", "raytrain", "tune", str(path)], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "RAY_ADDRESS": ""})
+    below: set[int] = set()
+    with _ended(proc):
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:  # the line said once Ray has started, before the sweep's experiment is written
+            lines.append(line)
+            if line.startswith("experiment folder: "):
+                break
+        below = descendants(proc.pid)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        out = "".join(lines) + out
+    assert below, "no local Ray below the command"
+    # Before Tune's loop: interrupted; once in it (a slow machine got there first): stopped with Tune's state saved.
+    assert proc.returncode == 130, (proc.returncode, out[-3000:])
+    assert ("raytrain: SIGTERM before the trials started: stopping, with nothing to save" in out and "interrupted" in out
+            or "the sweep was stopped by SIGTERM" in out), out[-3000:]
+    deadline = time.time() + 30
+    while _alive(below) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _alive(below), f"left running: {_alive(below)}"
+
+
 @pytest.mark.parametrize("command", ["tune", "train"])
 def test_a_sigterm_to_the_whole_process_group_reaches_the_driver_alone_which_stops_in_order(workdir, tmp_path,
                                                                                            command):
