@@ -304,7 +304,7 @@ def local_ray_core_lost(*, probe: bool = False) -> list[str]:
     the GCS and the raylet linger in their shutdown for a minute or more with the GCS answering nobody; a raylet
     SIGTERMed alone tells its GCS at once that its node is dead (its actors die then), and lingers too. So where any
     process of that Ray ended, at least every `GCS_PROBE_EVERY_S` besides, and on `probe`, the GCS is asked whether
-    the node is alive (0.5 ms).
+    the node is alive (0.3 ms).
     """
     global _gcs_probed_at, _core_lost
     import time

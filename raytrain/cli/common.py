@@ -257,7 +257,7 @@ class LocalRayWatch:
     failed (a failure counted, error.txt, a retry waiting for a node that was gone) and Ray ended the process 60 s
     later with "Failed to connect to GCS within 60 seconds" and no word of resuming.
 
-    Checked every `every_s` from a thread of its own, the GCS asked each time (0.5 ms: a raylet SIGTERMed alone
+    Checked every `every_s` from a thread of its own, the GCS asked each time (0.3 ms: a raylet SIGTERMed alone
     lingers, its node dead to the GCS at once). Where Tune's `fit()` returns (on the SIGUSR1, or by itself where
     every trial's actor died with that Ray and none may be retried), its last save stands and the sweep ends there;
     where it has not returned `own_save_s` after the SIGUSR1 (Tune's loop held in a call to the stopped GCS), the
