@@ -134,6 +134,14 @@ _interrupted_by: list[tuple[str, float]] = []
 """The signal that interrupted this process, and when (time.monotonic)."""
 
 
+def tune_loop_begun() -> bool:
+    """Whether Tune's SIGUSR1 handler (its graceful stop) is installed: it comes with Tune's loop, a moment after
+    `fit()` begins, and stays after it. Until then a SIGUSR1's default action ends the process."""
+    import signal
+
+    return signal.getsignal(signal.SIGUSR1) not in (signal.SIG_DFL, None)
+
+
 class TuneStopOnTerm:
     """Turns the first SIGTERM into SIGUSR1, on which Tune saves its experiment state and returns from fit(),
     as it does on Ctrl-C. Install it after `ray.init`, whose own SIGTERM handler would end the driver at once.
@@ -164,9 +172,9 @@ class TuneStopOnTerm:
                 os.kill(os.getpid(), signal.SIGTERM)
             return
         self.received = True
-        if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
-            # Tune's loop has not begun (its handler comes with it), so there is no state to save, and the signal's
-            # default action would end the process with its local Ray left running: stop as on Ctrl-C there.
+        if not tune_loop_begun():
+            # There is no state to save, and the SIGUSR1's default action would end the process with its local Ray
+            # left running: stop as on Ctrl-C there.
             print("raytrain: SIGTERM before the trials started: stopping, with nothing to save", file=sys.stderr,
                   flush=True)
             raise KeyboardInterrupt
@@ -314,8 +322,7 @@ class LocalRayWatch:
             if self.term.received:
                 return
             lost = local_ray_core_lost(probe=True)
-            # Tune's SIGUSR1 handler comes with its loop (until then the signal would end the process): wait for it.
-            if not lost or self._returned.is_set() or signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
+            if not lost or self._returned.is_set() or not tune_loop_begun():  # else the SIGUSR1 would end the process
                 continue
             asked = time.time()
             before = tune_state.statuses(self.exp_dir)  # as Tune last saved them

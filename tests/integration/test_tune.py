@@ -438,6 +438,14 @@ def _alive(pids: set[int]) -> set[int]:
     return {pid for pid in pids if alive(pid)}
 
 
+def _all_end(pids: set[int], within_s: float = 30.0) -> None:
+    """Every process of `pids` ends within `within_s`."""
+    deadline = time.time() + within_s
+    while _alive(pids) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _alive(pids), f"left running: {_alive(pids)}"
+
+
 def _signalled_command(workdir, tmp_path: Path, command: str) -> tuple[subprocess.Popen, set[int]]:
     """`raytrain tune` (2 trials) or `raytrain train` (one env runner, a checkpoint every iteration) on a local Ray,
     in a session of its own, once its second checkpoints are written; with the processes below it then."""
@@ -494,10 +502,7 @@ def _check_stopped_with_state_saved(proc: subprocess.Popen, out: str, command: s
         status = json.loads((run / "run.json").read_text())
         assert status["status"] == "interrupted" and Path(status["last_checkpoint"]).is_dir()
         assert not list((run / "checkpoints").glob("*.partial"))
-    deadline = time.time() + 30
-    while _alive(below) and time.time() < deadline:
-        time.sleep(0.5)
-    assert not _alive(below), f"left running: {_alive(below)}"
+    _all_end(below)
 
 
 def test_a_sigterm_before_tunes_loop_has_begun_stops_the_command_and_its_ray(workdir, tmp_path):
@@ -526,10 +531,7 @@ def test_a_sigterm_before_tunes_loop_has_begun_stops_the_command_and_its_ray(wor
     assert proc.returncode == 130, (proc.returncode, out[-3000:])
     assert ("raytrain: SIGTERM before the trials started: stopping, with nothing to save" in out and "interrupted" in out
             or "the sweep was stopped by SIGTERM" in out), out[-3000:]
-    deadline = time.time() + 30
-    while _alive(below) and time.time() < deadline:
-        time.sleep(0.5)
-    assert not _alive(below), f"left running: {_alive(below)}"
+    _all_end(below)
 
 
 @pytest.mark.parametrize("command", ["tune", "train"])
@@ -624,10 +626,7 @@ def test_a_sweep_whose_local_ray_is_stopped_under_it_ends_at_once_with_its_state
     # its actor die before the watch saw the raylet's end, and a resume retries it from its checkpoint).
     assert len(data["trials"]) == 2 and all(t["status"] in ("RUNNING", "PENDING", "ERROR") for t in data["trials"]), data
     assert all(t["iteration"] >= 2 for t in data["trials"]), data
-    deadline = time.time() + 30
-    while _alive(below) and time.time() < deadline:
-        time.sleep(0.5)
-    assert not _alive(below), f"left running: {_alive(below)}"
+    _all_end(below)
     if stopped == "raylet":
         _resume_goes_on_with_every_trial(exp, data["trials"])
 
