@@ -641,6 +641,9 @@ def _resume_goes_on_with_every_trial(exp: Path, trials: list[dict]) -> None:
     newest = state.newest_state(exp)
     assert newest is not None
     saved = json.loads(newest.read_text())
+    # Tune's own saved state holds the keys the resume clears: were Tune to rename them, the fix would do nothing
+    # and the STOP put in below would test nothing.
+    assert set(state.PENDING_DECISIONS) <= set(saved["runner_data"]), sorted(saved["runner_data"])
     first = trials[0]["trial_id"]
     saved["runner_data"]["_cached_trial_decisions"] = {first: "STOP"}
     newest.write_text(json.dumps(saved))
