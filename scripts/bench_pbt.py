@@ -17,7 +17,10 @@ the same Python and packages, and its own empty storage folder. Per run it print
 
 The ratios (this / REV) of the medians are the figures to compare: the machines are shared and noisy.
 
-    python scripts/bench_pbt.py [--against REV] [--repeats 3] [--set KEY=VALUE ...]
+    python scripts/bench_pbt.py [--against REV] [--repeats 3] [--set KEY=VALUE ...] [--set-this KEY=VALUE ...]
+
+`--set` goes to both sides; `--set-this` to this tree's runs alone: a variant of the shipped sweep (fewer trials at
+once, say) measured against REV's sweep as shipped.
 """
 
 from __future__ import annotations
@@ -118,6 +121,8 @@ def main() -> None:
     parser.add_argument("--against", default="HEAD~1", help="the commit to compare with (default HEAD~1)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--set", dest="extra", action="append", default=[], help="another --set for both sides")
+    parser.add_argument("--set-this", dest="this", action="append", default=[],
+                        help="another --set for this tree's runs alone (a variant of the sweep against REV's)")
     args = parser.parse_args()
 
     figures: dict[str, list[dict]] = {"this": [], "against": []}
@@ -125,7 +130,7 @@ def main() -> None:
         for repeat, side, tree in alternating(args.repeats, other):
             storage = scratch / f"{side}_{repeat}"
             storage.mkdir()
-            got = run_once(tree, storage, args.extra)
+            got = run_once(tree, storage, args.extra + (args.this if side == "this" else []))
             figures[side].append(got)
             print(f"repeat {repeat} {side:8} solve {got['solve'] if got['solve'] is None else round(got['solve'])} s"
                   f"  end {got['end']:.0f} s  best {got['best']}  trials >= 450: {got['solved_trials']}"
@@ -134,6 +139,8 @@ def main() -> None:
             shutil.rmtree(storage, ignore_errors=True)
 
     print()
+    if args.this:
+        print("this side with: " + " ".join(f"--set {item}" for item in args.this))
     print(f"| figure (median of {args.repeats}) | this ({here}) | against ({rev}) | ratio |")
     print("|---|---|---|---|")
     for key, label in (("solve", "s until a trial's 100-episode mean >= 450"), ("end", "s until the command exits"),
