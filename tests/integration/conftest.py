@@ -5,7 +5,8 @@ Mode: `ray.init()` starting a local cluster turns on Ray 2.60's token authentica
 """
 
 import json
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -44,6 +45,15 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def left_running(pids: Iterable[int], *, within_s: float) -> set[int]:
+    """Those of `pids` still running `within_s` from now, or none as soon as none is."""
+    pids = set(pids)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.2)
+    return {p for p in pids if alive(p)}
 
 
 def process_name(pid: int) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ..mounts import needs_mount_namespace, read_only, run_with_mounts
-from .conftest import alive, descendants, tiny_base
+from .conftest import alive, descendants, left_running, tiny_base
 
 pytestmark = pytest.mark.integration
 
@@ -110,10 +110,8 @@ def test_the_exit_skips_rays_wait_for_log_lines_only_when_none_can_come(script, 
 
 def _left_running(pids: dict[str, list[int]], *, within_s: float) -> dict[str, list[int]]:
     """Those of `pids` (by kind) still running `within_s` from now, or none as soon as none is."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline and any(alive(p) for found in pids.values() for p in found):
-        time.sleep(0.2)
-    return {kind: [p for p in found if alive(p)] for kind, found in pids.items()}
+    left = left_running((p for found in pids.values() for p in found), within_s=within_s)
+    return {kind: [p for p in found if p in left] for kind, found in pids.items()}
 
 
 def _kill_all(proc: subprocess.Popen, pids: dict[str, list[int]]) -> None:

@@ -19,7 +19,7 @@ from typer.testing import Result
 from raytrain.tune import state
 
 from ..mounts import needs_mount_namespace, run_with_mounts, tmpfs
-from .conftest import alive, descendants, invoke, process_name, rows, tiny_base
+from .conftest import alive, descendants, invoke, left_running, process_name, rows, tiny_base
 
 pytestmark = pytest.mark.integration
 
@@ -440,10 +440,8 @@ def _alive(pids: set[int]) -> set[int]:
 
 def _all_end(pids: set[int], within_s: float = 30.0) -> None:
     """Every process of `pids` ends within `within_s`."""
-    deadline = time.time() + within_s
-    while _alive(pids) and time.time() < deadline:
-        time.sleep(0.5)
-    assert not _alive(pids), f"left running: {_alive(pids)}"
+    left = left_running(pids, within_s=within_s)
+    assert not left, f"left running: {left}"
 
 
 def _signalled_command(workdir, tmp_path: Path, command: str) -> tuple[subprocess.Popen, set[int]]:
