@@ -6,7 +6,7 @@ system monitoring.", Tune's "Configuration for experiment" box and its TensorBoa
 folder where the results are not). Nothing there is for the user to act on; raytrain's own lines say what
 matters (the run or experiment folder, the trial table, the best result).
 
-Three places, one switch (`quiet_ray()`; nothing changes with --verbose / RAYTRAIN_DEBUG=1):
+One switch for all of these (`quiet_ray()`; nothing changes with --verbose / RAYTRAIN_DEBUG=1):
 
 - this process: records of Ray's loggers (`ray.*`) below ERROR and Python warnings raised inside the Ray
   (or, from Tune's searcher, the Optuna) package go to `ray.log` in the run or experiment folder (kept in memory until that folder exists);
@@ -20,7 +20,9 @@ Three places, one switch (`quiet_ray()`; nothing changes with --verbose / RAYTRA
   Algorithm (`native_lines_to_log()`). Ray 2.60's core worker prints one at ERROR level for every env runner
   actor (RLlib passes its config by reference and restarts failed env runners: "has constructor arguments in
   the object store and max_restarts > 0 ... the actor restart will fail"), which would open every run with
-  env runners. The same line stays in Ray's own `python-core-driver-*.log` as well.
+  env runners. The same line stays in Ray's own `python-core-driver-*.log` as well;
+- in those workers, Ray's SIGTERM at their end when it lands inside a finalizer (`quiet_sigterm_at_exit()`):
+  Python's "Exception ignored in: ... SystemExit: 1" traceback after the sweep's last table.
 
 Python's `warnings` are untouched outside the Ray package, so raytrain's (and the user's) show as before.
 """
@@ -174,6 +176,47 @@ def worker_runtime_env() -> dict[str, Any] | None:
     if _divert.messages is None:
         return None
     return {"env_vars": {"RAY_LOGGER_LEVEL": "error", QUIET_WORKER: "1"}}
+
+
+def quiet_sigterm_at_exit() -> None:
+    """In a worker of a quiet job (QUIET_WORKER): Ray's SIGTERM at the worker's end, raised inside an object's
+    `__del__` or an atexit callback, is not printed. Once per process; elsewhere (a driver, --verbose) nothing.
+
+    When an actor ends (each trial's at the end of a sweep), its core worker tells the raylet, which sends the
+    process SIGTERM, and SIGKILL 0.2 s later, while Python is still finalizing its objects. Ray's worker turns
+    the SIGTERM into SystemExit; raised inside RLlib's `LearnerGroup.__del__`, Python printed it as "Exception
+    ignored in: <function LearnerGroup.__del__ ...> ... SystemExit: 1", a traceback that Ray streamed to the
+    terminal after `raytrain tune`'s last table, about an actor that had ended. Those alone are dropped (as
+    Python drops a SystemExit raised anywhere else: the process ends); every other unraisable exception is
+    printed as before.
+    """
+    if os.environ.get(QUIET_WORKER) != "1" or getattr(sys.unraisablehook, "_raytrain_sigterm", False):
+        return
+    default = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not _rays_sigterm(unraisable.exc_value):
+            default(unraisable)
+
+    hook._raytrain_sigterm = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+RAY_WORKER_FILE = os.path.join("ray", "_private", "worker.py")
+
+
+def _rays_sigterm(error: BaseException | None) -> bool:
+    """Whether `error` is the SystemExit of the SIGTERM handler of Ray's worker loop (`sigterm_handler` in
+    ray/_private/worker.py's `Worker.main_loop`)."""
+    if not isinstance(error, SystemExit):
+        return False
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "sigterm_handler" and code.co_filename.endswith(RAY_WORKER_FILE):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 # A line of Ray's native log as its C++ code prints it to stderr, below FATAL:

@@ -59,6 +59,9 @@ class RaytrainCallbacks(RLlibCallback):
 
     def __init__(self) -> None:
         super().__init__()
+        from raytrain.quiet import quiet_sigterm_at_exit
+
+        quiet_sigterm_at_exit()  # every RLlib process of a quiet job builds these: its trial and env runner actors
         self.returns: deque[float] = deque(maxlen=100)
         self.episodes_total = 0
         self.empty_iterations = 0

@@ -136,3 +136,56 @@ def test_without_quiet_native_lines_are_shown_as_they_come(capfd):
     with quiet.native_lines_to_log():
         _build_prints(NATIVE)
         assert capfd.readouterr().err == NATIVE.decode()  # not held back until the end
+
+
+def _raises_in_del(raise_it):
+    """An object whose `__del__` calls `raise_it`: dropped at once by the caller, it reports what that raises to
+    sys.unraisablehook."""
+
+    class Finalized:
+        def __del__(self):
+            raise_it()
+
+    return Finalized()
+
+
+def _rays_sigterm_handler():
+    """A function with the name and file of the SIGTERM handler of Ray's worker loop, which raises as it does."""
+    import ray._private.worker
+
+    code = compile("def sigterm_handler():\n    raise SystemExit(1)\n", ray._private.worker.__file__, "exec")
+    space = {}
+    exec(code, space)
+    return space["sigterm_handler"]
+
+
+@pytest.fixture
+def unraisable(monkeypatch):
+    """The unraisable exceptions that reach the hook raytrain's hook passes them on to."""
+    seen = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: seen.append(u.exc_type))
+    return seen
+
+
+def test_in_a_quiet_jobs_worker_rays_sigterm_inside_a_finalizer_is_not_printed(monkeypatch, unraisable):
+    """An actor at its end: the raylet's SIGTERM lands in RLlib's LearnerGroup.__del__ (seen after a sweep's last table)."""
+    monkeypatch.setenv(quiet.QUIET_WORKER, "1")
+    quiet.quiet_sigterm_at_exit()
+    quiet.quiet_sigterm_at_exit()  # once per process: a second call adds no second hook
+    _raises_in_del(_rays_sigterm_handler())
+    assert unraisable == []
+
+    def someone_elses_exit():
+        raise SystemExit(1)
+
+    _raises_in_del(someone_elses_exit)
+    _raises_in_del(lambda: 1 / 0)
+    assert unraisable == [SystemExit, ZeroDivisionError]
+
+
+def test_outside_a_quiet_jobs_worker_rays_sigterm_inside_a_finalizer_is_printed(monkeypatch, unraisable):
+    """The driver, and every process with --verbose: nothing is hooked."""
+    monkeypatch.delenv(quiet.QUIET_WORKER, raising=False)
+    quiet.quiet_sigterm_at_exit()
+    _raises_in_del(_rays_sigterm_handler())
+    assert unraisable == [SystemExit]
