@@ -21,7 +21,7 @@ One switch for all of these (`quiet_ray()`; nothing changes with --verbose / RAY
   actor (RLlib passes its config by reference and restarts failed env runners: "has constructor arguments in
   the object store and max_restarts > 0 ... the actor restart will fail"), which would open every run with
   env runners. The same line stays in Ray's own `python-core-driver-*.log` as well;
-- in those workers, Ray's SIGTERM at their end when it lands inside a finalizer (`quiet_sigterm_at_exit()`):
+- in those workers, the SIGTERM of Ray's shutdown when it lands inside a finalizer (`quiet_sigterm_at_exit()`):
   Python's "Exception ignored in: ... SystemExit: 1" traceback after the sweep's last table.
 
 Python's `warnings` are untouched outside the Ray package, so raytrain's (and the user's) show as before.
@@ -182,11 +182,11 @@ def quiet_sigterm_at_exit() -> None:
     """In a worker of a quiet job (QUIET_WORKER): Ray's SIGTERM at the worker's end, raised inside an object's
     `__del__` or an atexit callback, is not printed. Once per process; elsewhere (a driver, --verbose) nothing.
 
-    When an actor ends (each trial's at the end of a sweep), its core worker tells the raylet, which sends the
-    process SIGTERM, and SIGKILL 0.2 s later, while Python is still finalizing its objects. Ray's worker turns
-    the SIGTERM into SystemExit; raised inside RLlib's `LearnerGroup.__del__`, Python printed it as "Exception
-    ignored in: <function LearnerGroup.__del__ ...> ... SystemExit: 1", a traceback that Ray streamed to the
-    terminal after `raytrain tune`'s last table, about an actor that had ended. Those alone are dropped (as
+    When the driver shuts its Ray down (`raytrain tune` at the sweep's end), the raylet sends each worker
+    SIGTERM, and SIGKILL 0.2 s later, even one still finalizing objects in its last task (a trial actor in its
+    stop). Ray's worker turns the SIGTERM into SystemExit; raised inside RLlib's `LearnerGroup.__del__`, Python
+    printed it as "Exception ignored in: <function LearnerGroup.__del__ ...> ... SystemExit: 1", a traceback
+    that Ray streamed to the terminal after the sweep's last table. Those alone are dropped (as
     Python drops a SystemExit raised anywhere else: the process ends); every other unraisable exception is
     printed as before.
     """
@@ -202,7 +202,7 @@ def quiet_sigterm_at_exit() -> None:
     sys.unraisablehook = hook
 
 
-RAY_WORKER_FILE = os.path.join("ray", "_private", "worker.py")
+_RAY_WORKER_FILE = os.path.join("ray", "_private", "worker.py")
 
 
 def _rays_sigterm(error: BaseException | None) -> bool:
@@ -213,7 +213,7 @@ def _rays_sigterm(error: BaseException | None) -> bool:
     tb = error.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name == "sigterm_handler" and code.co_filename.endswith(RAY_WORKER_FILE):
+        if code.co_name == "sigterm_handler" and code.co_filename.endswith(_RAY_WORKER_FILE):
             return True
         tb = tb.tb_next
     return False

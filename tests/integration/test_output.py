@@ -138,7 +138,7 @@ import glob, json, os, sys, time
 
 import ray
 
-from raytrain.quiet import QUIET_WORKER, worker_runtime_env
+from raytrain.quiet import QUIET_WORKER
 
 ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
 
