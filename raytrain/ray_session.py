@@ -23,13 +23,17 @@ _stopping = False
 def cluster_address(address: str | None, cluster: Path | None) -> str | None:
     """The address to connect to; with a cluster YAML also sets the auth environment of this driver.
 
-    Call it before anything imports Ray: Ray reads RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH on import.
+    Call it before anything imports Ray: Ray reads RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH on import. An address as
+    typed (`address`, else RAY_ADDRESS) is checked here too, so a malformed one is said before a command's other
+    checks (RLlib's take seconds) and with --dry-run as in the real run.
 
     Raises:
+        RayAddressError: the address (`address`, else RAY_ADDRESS) is not HOST:PORT of a host and a port.
         UsageError: both an address and a cluster YAML are given.
         ClusterError: this machine is not a node of the cluster, or its token is missing.
     """
     if cluster is None:
+        check_address(address)
         return address
     from raytrain.cluster.lifecycle import driver_env
     from raytrain.config.cluster import load_cluster

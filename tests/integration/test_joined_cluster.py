@@ -169,14 +169,17 @@ def test_an_address_where_nothing_answers_fails_in_seconds(tmp_path, command):
     ("tune", "$(reboot):6379", "the host '$(reboot)' is not an IP address or a hostname"),
     ("run", "a b:6379", "the host 'a b' is not an IP address or a hostname"),
     ("train", "10.0.0.5", "not HOST:PORT"),
+    ("train --dry-run", "10.0.0.5:0", "the port '0' is not a number from 1 to 65535"),
 ])
 def test_an_address_that_is_not_one_is_exit_2_as_typed_with_nothing_written(tmp_path, command, address, said):
-    """A typo in the address is a bad input (exit 2), told apart from a cluster that is down (exit 1)."""
+    """A typo in the address is a bad input (exit 2), told apart from a cluster that is down (exit 1); a dry run
+    says so too, as the real run would."""
     _write_configs(tmp_path, 0)
     (tmp_path / "pipeline.py").write_text("def main():\n    pass\n")
-    target = {"train": ["base.yaml"], "tune": ["sweep.yaml"], "run": ["pipeline.py", "--main", "main", "--workers", "2"]}
+    target = {"train": ["base.yaml"], "tune": ["sweep.yaml"], "run": ["pipeline.py", "--main", "main", "--workers", "2"],
+              "train --dry-run": ["base.yaml"]}
     before = _listing(tmp_path)
-    result = _raytrain(command, str(tmp_path / target[command][0]), *target[command][1:], "--address", address,
+    result = _raytrain(*command.split(), str(tmp_path / target[command][0]), *target[command][1:], "--address", address,
                        timeout=60)
     said_all = " ".join(result.stderr.split())
     assert result.returncode == 2, said_all[-3000:]

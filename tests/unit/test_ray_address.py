@@ -80,3 +80,21 @@ def test_addresses_ray_takes_are_not_malformed(address):
 
 def test_a_ray_client_address_is_checked_as_well():
     assert address_malformed("ray://$(reboot):10001") == "the host '$(reboot)' is not an IP address or a hostname"
+
+
+def test_a_malformed_address_is_refused_where_a_command_takes_it_before_its_other_checks(monkeypatch):
+    """`cluster_address` runs first in `train`, `tune`, `tune resume` and `run`: a malformed `--address` or
+    RAY_ADDRESS is exit 2 there, before RLlib's config checks, --dry-run or not."""
+    from raytrain.errors import RayAddressError
+    from raytrain.ray_session import cluster_address
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(RayAddressError, match="the port '70000' is not a number from 1 to 65535"):
+        cluster_address("10.0.0.5:70000", None)
+    monkeypatch.setenv("RAY_ADDRESS", "head;6379")
+    with pytest.raises(RayAddressError) as raised:
+        cluster_address(None, None)
+    assert "(from RAY_ADDRESS)" in str(raised.value)
+    assert cluster_address("10.0.0.5:6379", None) == "10.0.0.5:6379"  # the flag wins over RAY_ADDRESS, as in Ray
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    assert cluster_address(None, None) is None  # a well-formed RAY_ADDRESS is read where Ray is joined
