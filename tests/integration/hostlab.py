@@ -248,7 +248,8 @@ def venv_with_ray(version: str) -> Path:
     python = cache / "bin" / "python"
     if python.exists():
         _see_running_env(cache)
-    probe = run([str(python), "-c", "import ray; print(ray.__version__)"], check=False) if python.exists() else None
+    probe = (run([str(python), "-c", "from importlib.metadata import version; print(version('ray'))"], check=False)
+             if python.exists() else None)  # its metadata: importing Ray takes seconds
     if probe is None or probe.stdout.strip() != version:
         shutil.rmtree(cache, ignore_errors=True)
         # `-m venv` builds from the base interpreter even when sys.executable is a venv's.

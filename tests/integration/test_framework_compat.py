@@ -136,25 +136,44 @@ def _env():
     return {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, "PYTHONFAULTHANDLER": "1"}
 
 
-def test_the_two_worker_greeting_example_runs(ray_session):
+@pytest.fixture(scope="module")
+def greetings(ray_session, tmp_path_factory):
+    """The greeting example run both ways at once (its nodes reserve no CPU, and each spends 10 s asleep), each
+    process's output in a file: {way: (process, file)}. Each driver gets its own job's lines only."""
+    folder = tmp_path_factory.mktemp("greetings")
+    example = str(ROOT / "examples" / "di_parallel_greeting.py")
+    ways = {"python": [sys.executable, example],
+            "raytrain run": [sys.executable, "-m", "raytrain", "run", example, "--main", "main", "--workers", "2"]}
+    started = {}
+    try:
+        for way, argv in ways.items():
+            out = folder / f"{way.replace(' ', '_')}.out"
+            with out.open("w") as file:
+                started[way] = (subprocess.Popen(argv, env=_env(), stdout=file, stderr=subprocess.STDOUT, text=True), out)
+        yield started
+    finally:
+        for proc, _ in started.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
+
+
+def _ended(started: tuple[subprocess.Popen, Path]) -> tuple[int, str]:
+    proc, out = started
+    return proc.wait(timeout=300), out.read_text()
+
+
+def test_the_two_worker_greeting_example_runs(greetings):
     """DI-engine's docs' Parallel greeting, imports changed only, run as `python examples/...`."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "di_parallel_greeting.py")],
-        env=_env(), capture_output=True, text=True, timeout=300,
-    )
-    out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)  # Ray colours the node prefix
-    assert proc.returncode == 0, out[-4000:]
+    returncode, out = _ended(greetings["python"])
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # Ray colours the node prefix
+    assert returncode == 0, out[-4000:]
     assert re.findall(r"\(node\.(\d) pid=\d+\) Get msg: Hi\s*$", out, re.MULTILINE) == ["0"], out[-4000:]
 
 
-def test_the_two_worker_greeting_example_runs_with_raytrain_run(ray_session):
-    proc = subprocess.run(
-        [sys.executable, "-m", "raytrain", "run", str(ROOT / "examples" / "di_parallel_greeting.py"),
-         "--main", "main", "--workers", "2"],
-        env=_env(), capture_output=True, text=True, timeout=300,
-    )
-    out = proc.stdout + proc.stderr  # to a pipe: no colour codes around Ray's node prefix (RAY_COLOR_PREFIX=0)
-    assert proc.returncode == 0, out[-4000:]
+def test_the_two_worker_greeting_example_runs_with_raytrain_run(greetings):
+    returncode, out = _ended(greetings["raytrain run"])  # to a file: no colour codes around Ray's node prefix (RAY_COLOR_PREFIX=0)
+    assert returncode == 0, out[-4000:]
     assert "\x1b[" not in out
     assert re.findall(r"\(node\.(\d) pid=\d+\) Get msg: Hi\s*$", out, re.MULTILINE) == ["0"], out[-4000:]
     assert "2 nodes finished in" in out

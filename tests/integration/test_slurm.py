@@ -57,14 +57,23 @@ def job_state(lab: SlurmLab, job_id: str) -> dict:
     return json.loads(res.stdout)
 
 
+ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED")
+
+
 def wait_done(lab: SlurmLab, job_id: str, limit_s: float = 900) -> dict:
-    """Until the job leaves the queue (a deadline against a hang, not a timing assertion)."""
+    """Until the job leaves the queue (a deadline against a hang, not a timing assertion): `raytrain slurm status`
+    says so. Slurm's own scontrol is asked between (a fraction of a second each, where raytrain's CLI takes about
+    one), and raytrain once scontrol no longer lists the job as active."""
     deadline = time.time() + limit_s
+    info = {"state": "not asked"}
     while time.time() < deadline:
-        info = job_state(lab, job_id)
-        if info["state"] not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED"):
-            return info
-        time.sleep(2)
+        shown = lab.slurm("scontrol", "show", "job", "-o", job_id)
+        state = re.search(r"\bJobState=(\S+)", shown.stdout)
+        if state is None or state.group(1) not in ACTIVE:
+            info = job_state(lab, job_id)
+            if info["state"] not in ACTIVE:
+                return info
+        time.sleep(0.3)
     pytest.fail(f"job {job_id} still {info['state']} after {limit_s} s:\n{log_of(lab, job_id)[-4000:]}")
 
 
@@ -135,12 +144,15 @@ def test_cancel_mid_sweep_then_the_same_command_resumes(lab, sweep):
     job_id, _ = submit(lab, path, slurm)
     exp = results / "cut"
     deadline = time.time() + 600
+    polls = 0
     while time.time() < deadline:
         if len(list(exp.glob("*/checkpoint_000002"))) == 2:
             break
-        info = job_state(lab, job_id)
-        assert info["state"] in ("PENDING", "RUNNING"), log_of(lab, job_id)[-4000:]
-        time.sleep(1)
+        polls += 1
+        if polls % 10 == 1:  # every 2 s: raytrain's CLI takes about one
+            info = job_state(lab, job_id)
+            assert info["state"] in ("PENDING", "RUNNING"), log_of(lab, job_id)[-4000:]
+        time.sleep(0.2)
     else:
         pytest.fail(f"no checkpoints in time:\n{log_of(lab, job_id)[-4000:]}")
     cancelled = lab.raytrain("slurm", "cancel", job_id)

@@ -583,7 +583,7 @@ def test_a_driver_with_no_remote_env_runner_trains_on_and_saves_after_its_local_
 
 
 @pytest.mark.parametrize("stopped", ["raylet", "every process"])
-def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_path, stopped):
+def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(ray_session, tmp_path, stopped):
     """`ray stop` on the machine (which SIGTERMs the raylet), or a SIGTERM to every process of the run's local Ray
     but the driver's: the run trained on without its Ray until Ray's core worker ended it 60 s later ("Failed to
     connect to GCS within 60 seconds", exit 1), with what came after the last periodic checkpoint lost and run.json
@@ -635,10 +635,8 @@ def test_a_run_whose_local_ray_is_stopped_under_it_saves_and_ends_saying_so(tmp_
     assert "the local Ray this run started stopped under it (" in said and "Failed to connect to GCS" not in said
     assert out.strip().splitlines()[-1] == str(run)
     assert not [pid for pid in ray if alive(pid)], "a process of that Ray outlived the run"
-    if stopped == "raylet":  # nothing lost: the resume goes on from that checkpoint
-        resumed = subprocess.run([sys.executable, "-m", "raytrain", "train", "--resume", str(run), "--set",
-                                  f"stop.training_iteration={done + 1}"], capture_output=True, text=True, timeout=180,
-                                 env={**os.environ, "RAY_ADDRESS": ""})
-        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    if stopped == "raylet":  # nothing lost: the resume (here, on the test session's Ray) goes on from that checkpoint
+        resumed = invoke(["train", "--resume", str(run), "--set", f"stop.training_iteration={done + 1}"])
+        assert resumed.exit_code == 0, resumed.output[-3000:]
         status = json.loads((run / "run.json").read_text())
         assert status["status"] == "finished" and status["iteration"] == done + 1 and "error" not in status, status

@@ -281,6 +281,18 @@ def _ended(proc: subprocess.Popen) -> Iterator[None]:
             proc.wait(timeout=30)
 
 
+def _recorded_checkpoints(exp: Path) -> int:
+    """How many trials have a checkpoint in the complete copy of Tune's experiment state in `exp` (0 while there
+    is none)."""
+    copies = list(exp.glob("experiment_state-*.json.complete"))
+    data = state.parse(copies[0].read_bytes()) if len(copies) == 1 else None
+    found = 0
+    for _, runtime in (data or {}).get("trial_data", []):
+        manager = state._unpickled(json.loads(runtime).get("checkpoint_manager"))
+        found += getattr(manager, "latest_checkpoint_result", None) is not None
+    return found
+
+
 @pytest.mark.parametrize("algorithm", ["random", "optuna"])
 def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypatch):
     """The driver and its whole local Ray are SIGKILLed mid-run; resume finishes every trial, none from zero.
@@ -292,8 +304,9 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
     # Neither trial may end in the seconds between its third checkpoint and the kill: with 40 iterations at
     # full speed, a fast run (under 0.1 s an iteration) ended both first, and there was nothing to resume. So
     # until the kill every step sleeps (SlowCartPole: at least 1 s an iteration, however fast the machine), and
-    # the resume, which must run the rest to `stop`, goes at full speed.
-    stop = 40
+    # the resume, which must run the rest to `stop`, goes at full speed. The trials were at iterations 6 and 7
+    # at the kill in the runs of 2026-12-06/07: 20 leaves them 13 iterations, 13 s at least.
+    stop = 20
     slow = {"slow_flag": str(tmp_path / "SLOW"), "step_s": 0.005}
     (tmp_path / "SLOW").touch()
     path = workdir(
@@ -311,9 +324,8 @@ def test_resume_after_kill_9(ray_session, workdir, tmp_path, algorithm, monkeypa
     try:
         deadline = time.time() + 240
         while time.time() < deadline:
-            if len(list(exp.glob("*/checkpoint_000002"))) == 2:
-                time.sleep(3)  # past raytrain's 2 s experiment-state period, so Tune has recorded checkpoints
-                break
+            if len(list(exp.glob("*/checkpoint_000002"))) == 2 and _recorded_checkpoints(exp) == 2:
+                break  # Tune's state (raytrain saves it every 2 s) records a checkpoint of each trial
             time.sleep(0.5)
         else:
             pytest.fail("the sweep did not checkpoint in time")
@@ -665,18 +677,6 @@ def _resume_goes_on_with_every_trial(exp: Path, trials: list[dict]) -> None:
     assert all(t["iteration"] >= went_on[t["trial_id"]] for t in data["trials"]), data
 
 
-def test_a_second_run_never_touches_the_first_experiment(ray_session, workdir, tmp_path):
-    path = workdir("name: twice\nsearch: {num_samples: 1}\n", stop=1)
-    assert invoke(["tune", str(path)]).exit_code == 0
-    first = tmp_path / "results" / "twice"
-    before = {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}
-    again = invoke(["tune", str(path)])
-    assert again.exit_code == 0, again.output
-    assert f"{first} already holds a finished experiment (its leaderboard: `raytrain tune status {first}`)" in again.output
-    assert (tmp_path / "results" / "twice_2" / "best.yaml").is_file()
-    assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
-
-
 def test_reuse_actors_rebuilds_the_algorithm_in_place(ray_session, tuned):
     _, exp = tuned(
         "name: reuse\nsearch: {algorithm: random, num_samples: 3, max_concurrent_trials: 1, seed: 0}\n"
@@ -746,7 +746,8 @@ def test_pb2_sweep_explores_within_bounds_and_paused_trials_keep_every_row(ray_s
 
 
 def test_errored_trial_fails_the_command_and_restart_errored_reruns_it(tmp_path):
-    """Real processes, each with its own local Ray: the env module comes from this folder via PYTHONPATH.
+    """The sweep and its resume are real processes, each with its own local Ray: the env module comes from this
+    folder via PYTHONPATH (`tune status` reads the folder only: run here).
 
     Two trials: one whose env fails in its first step, and one with an env runner actor, in which the env
     cannot be made: that env runner never starts and the trial fails in its setup, before any result (so
@@ -776,12 +777,12 @@ def test_errored_trial_fails_the_command_and_restart_errored_reruns_it(tmp_path)
     assert ("TrainError: the env runners could not start, so RLlib could not build the algorithm: RuntimeError: "
             "flaky env: cannot be made") in said
     exp = tmp_path / "results" / "flaky"
-    data = json.loads(run("status", str(exp), "--json").stdout)
+    data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)  # starts no Ray, runs no trial
     assert sorted(t["status"] for t in data["trials"]) == ["ERROR", "ERROR"]
     flag.unlink()
     again = run("resume", str(exp), "--restart-errored")
     assert again.returncode == 0, again.stderr[-2000:]
-    data = json.loads(run("status", str(exp), "--json").stdout)
+    data = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)
     # The trial that never reported left only its error behind; the state no longer lists it.
     assert sorted(t["status"] for t in data["trials"]) == ["REPLACED", "TERMINATED", "TERMINATED"]
     assert data["best"]["iteration"] == 2
@@ -789,7 +790,8 @@ def test_errored_trial_fails_the_command_and_restart_errored_reruns_it(tmp_path)
 
 def test_dry_run_folder_is_the_run_folder_and_a_relative_folder_resumes(ray_session, workdir, tmp_path, monkeypatch):
     """`tune --dry-run` prints the folder the run then uses; resume/status/plot take it relative to the cwd
-    (Tune reads a relative path as a URI without a scheme: `ArrowInvalid: URI has empty scheme`)."""
+    (Tune reads a relative path as a URI without a scheme: `ArrowInvalid: URI has empty scheme`). The same sweep
+    run again never touches the first experiment: it goes into a new folder."""
     import re
 
     path = workdir("name: rel\nsearch: {num_samples: 1}\n", stop=1)
@@ -817,6 +819,13 @@ def test_dry_run_folder_is_the_run_folder_and_a_relative_folder_resumes(ray_sess
     assert status.exit_code == 0, status.output
     assert [t["status"] for t in json.loads(status.stdout)["trials"]] == ["TERMINATED"]
     assert invoke(["tune", "plot", relative]).exit_code == 0
+
+    before = {p: p.stat().st_mtime_ns for p in printed.rglob("*") if p.is_file()}
+    again = invoke(["tune", str(path)])
+    assert again.exit_code == 0, again.output
+    assert f"{printed} already holds a finished experiment (its leaderboard: `raytrain tune status {printed}`)" in again.output
+    assert (tmp_path / "results" / "rel_2" / "best.yaml").is_file()
+    assert {p: p.stat().st_mtime_ns for p in printed.rglob("*") if p.is_file()} == before
 
 
 def _trial(overrides: dict, stop: int = 50) -> dict:
