@@ -143,8 +143,12 @@ from raytrain.quiet import QUIET_WORKER
 ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
 
 
+INSIDE = os.path.abspath("inside_finalizer")  # written by the finalizer as it begins
+
+
 class SlowToFinalize:
     def __del__(self):
+        open(INSIDE, "w").close()
         time.sleep(2.0)
 
 
@@ -167,14 +171,17 @@ runtime_env = {"env_vars": {QUIET_WORKER: sys.argv[1], "PYTHONPATH": os.pathsep.
 actor = Ending.options(runtime_env=runtime_env).remote()
 pid = ray.get(actor.pid.remote())
 actor.stop.remote()
-time.sleep(1.0)  # inside the finalizer now
+deadline = time.time() + 60  # the actor's last task can start late on a busy machine: wait for the finalizer
+while not os.path.exists(INSIDE) and time.time() < deadline:
+    time.sleep(0.05)
+time.sleep(0.2)  # inside its sleep now
 logs = ray._private.worker.global_worker.node.get_logs_dir_path()
 ray.shutdown()  # the raylet sends the actor SIGTERM, then SIGKILL
 deadline = time.time() + 30
 while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
     time.sleep(0.1)
 stderr = "".join(open(f).read() for f in glob.glob(os.path.join(logs, f"worker-*-{pid}.err")))
-print(json.dumps({"ended": not os.path.exists(f"/proc/{pid}"), "stderr": stderr}))
+print(json.dumps({"inside": os.path.exists(INSIDE), "ended": not os.path.exists(f"/proc/{pid}"), "stderr": stderr}))
 '''
 
 
@@ -193,7 +200,7 @@ def test_rays_sigterm_inside_an_ending_actors_finalizer_prints_no_traceback(tmp_
                           env=env, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["ended"]
+    assert result["inside"] and result["ended"]  # the shutdown came while the actor was in its finalizer
     shown = "Exception ignored in: <function SlowToFinalize.__del__" in result["stderr"]
     assert shown != quiet, result["stderr"]
     if not quiet:
