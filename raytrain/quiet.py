@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -192,14 +192,22 @@ def quiet_sigterm_at_exit() -> None:
     """
     if os.environ.get(QUIET_WORKER) != "1" or getattr(sys.unraisablehook, "_raytrain_sigterm", False):
         return
-    default = sys.unraisablehook
-
-    def hook(unraisable: Any) -> None:
-        if not _rays_sigterm(unraisable.exc_value):
-            default(unraisable)
-
+    hook = dropping_unraisable(lambda unraisable: _rays_sigterm(unraisable.exc_value), sys.unraisablehook)
     hook._raytrain_sigterm = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
+
+
+def dropping_unraisable(dropped: Callable[[Any], bool], default: Callable[[Any], object]) -> Callable[[Any], None]:
+    """A `sys.unraisablehook` that drops the unraisable exceptions `dropped` names (it is given what Python gives
+    the hook) and hands every other one to `default`, the hook it replaces. For what Ray leaves behind in a
+    finalizer that tells the user nothing: Ray's SIGTERM in a quiet worker (`quiet_sigterm_at_exit`), a half-built
+    object of Ray's after an interrupt (the driver's, `cli.common`)."""
+
+    def hook(unraisable: Any) -> None:
+        if not dropped(unraisable):
+            default(unraisable)
+
+    return hook
 
 
 _RAY_WORKER_FILE = os.path.join("ray", "_private", "worker.py")

@@ -365,19 +365,13 @@ def local_ray_lost_to_the_signal(*, notice_s: float = 1.0) -> bool:
     return True
 
 
-def _quiet_half_built(default: Callable[[Any], object]) -> Callable[[Any], None]:
-    """After an interruption: an object of Ray's that the KeyboardInterrupt left half made (an Algorithm's
-    build interrupted) fails in `__del__` on an attribute never set ("Exception ignored in: <function
-    LearnerGroup.__del__ ...> AttributeError: ... '_is_shut_down'"), which tells the user nothing. Those are
-    dropped; any other unraisable exception goes to `default` as before."""
-
-    def hook(unraisable: Any) -> None:
-        module = getattr(unraisable.object, "__module__", None) or ""
-        if module.startswith("ray.") and isinstance(unraisable.exc_value, AttributeError):
-            return
-        default(unraisable)
-
-    return hook
+def _rays_half_built(unraisable: Any) -> bool:
+    """After an interruption: whether an unraisable exception is that of an object of Ray's that the
+    KeyboardInterrupt left half made (an Algorithm's build interrupted), failing in `__del__` on an attribute never
+    set ("Exception ignored in: <function LearnerGroup.__del__ ...> AttributeError: ... '_is_shut_down'"), which
+    tells the user nothing. Those are dropped; any other unraisable exception is printed as before."""
+    module = getattr(unraisable.object, "__module__", None) or ""
+    return module.startswith("ray.") and isinstance(unraisable.exc_value, AttributeError)
 
 
 def interrupt_on_signals(*, second_term_ends: bool = True) -> None:
@@ -393,11 +387,13 @@ def interrupt_on_signals(*, second_term_ends: bool = True) -> None:
     import signal
     import time
 
+    from raytrain.quiet import dropping_unraisable  # here, not inside the handler (the import lock)
+
     def first(signum: int, frame: FrameType | None) -> None:
         _interrupted_by.append(("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name, time.monotonic()))
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL if second_term_ends else signal.SIG_IGN)
-        sys.unraisablehook = _quiet_half_built(sys.unraisablehook)
+        sys.unraisablehook = dropping_unraisable(_rays_half_built, sys.unraisablehook)
         from raytrain.interrupts import raise_or_hold
 
         raise_or_hold()  # now, or at the end of a block that must not be cut in two (an iteration's row)
