@@ -22,6 +22,7 @@ trial furthest behind).
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -66,8 +67,117 @@ class _PauseOnlyToShare:
         return decision
 
 
-class RaytrainPBT(_PauseOnlyToShare, PopulationBasedTraining):
-    """Tune's PopulationBasedTraining; a trial pauses to share the cluster only when the trials do not all fit."""
+CLONE_PREFIX = "pbt_clone_"
+"""The folder, inside an exploiting trial's own folder, that holds its copy of the checkpoint it restores."""
+
+
+def keep_for_the_clone(path: Path, trial_dir: Path, donor: str) -> Path | None:
+    """A copy of checkpoint folder `path` (another trial's) inside `trial_dir`, its files hard-linked where the file
+    system allows it (copied where not): `pbt_clone_<donor>_<checkpoint folder>`, made beside it and renamed, so it
+    is whole or absent. Where `path` is gone, the copy made of it before, if any; None where there is none or the copy
+    cannot be made (the trial restores from `path` then, as in Tune)."""
+    import os
+    import shutil
+
+    target = trial_dir / f"{CLONE_PREFIX}{donor}_{path.name}"
+    if not path.is_dir():
+        return target if target.is_dir() else None
+    partial = target.with_name(f".{target.name}.partial")
+
+    def link_or_copy(source: str, destination: str) -> None:
+        try:
+            os.link(source, destination)
+        except OSError:
+            shutil.copy2(source, destination)
+
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(path, partial, copy_function=link_or_copy)
+        if target.exists():
+            shutil.rmtree(target)
+        partial.rename(target)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+        return None
+    return target
+
+
+class _ClonesKeepTheirCheckpoint:
+    """An exploiting trial restores from a copy of the checkpoint it clones, kept in its own folder.
+
+    Tune's PBT points the exploiting trial, now paused, at the stronger trial's latest checkpoint, by its path. Tune
+    runs the paused trial with the least training time first, and a clone is given its donor's, so where more
+    trials wait than fit it runs after the others; meanwhile its donor trains on and, with `checkpoint.num_to_keep`
+    set, deletes its older checkpoints, that one too. The clone then failed ("Could not recover from checkpoint as it
+    does not exist on storage anymore") and the sweep ended with an errored trial: the shipped PBT sweep with 8
+    trials, `checkpoint.frequency: 1` and `num_to_keep: 3` on 2 CPUs failed so at its first exploit. So the clone
+    gets a copy in its own folder (hard links: no data is copied on a file system that has them, NFS included),
+    which its donor's deletions do not reach, and which is removed once the clone has a newer checkpoint of its own.
+    A copy that cannot be made leaves Tune's reference as it was.
+
+    The same deletion can come before the exploit: PBT records a leading trial's checkpoint at that trial's
+    perturbation point, and a weaker trial clones it at its own, later; a leader that trained on in between may have
+    deleted it. Tune paused the weaker trial all the same, and it failed as above. That exploit is skipped instead,
+    as Tune skips one whose donor has no checkpoint: the weaker trial goes on, and clones at its next point."""
+
+    def _exploit(self, tune_controller: Any, trial: Any, trial_to_clone: Any) -> None:
+        donors = self._trial_state[trial_to_clone].last_checkpoint  # type: ignore[attr-defined]
+        if _local(getattr(donors, "filesystem", None)) and not Path(donors.path).is_dir():
+            import logging
+
+            logging.getLogger("ray.tune.schedulers.pbt").info(
+                "[pbt]: trial %s's checkpoint %s was deleted (checkpoint.num_to_keep) before trial %s could clone it: "
+                "exploit skipped", trial_to_clone, donors.path, trial)
+            return
+        super()._exploit(tune_controller, trial, trial_to_clone)  # type: ignore[misc]
+        result = trial.run_metadata.checkpoint_manager._latest_checkpoint_result
+        checkpoint = getattr(result, "checkpoint", None)
+        if checkpoint is None or not _local(checkpoint.filesystem):
+            return
+        kept = keep_for_the_clone(Path(checkpoint.path), Path(trial.path), trial_to_clone.trial_id)
+        if kept is not None:
+            result.checkpoint = type(checkpoint)(path=str(kept), filesystem=checkpoint.filesystem)
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+        decision: str = super().on_trial_result(tune_controller, trial, result)  # type: ignore[misc]
+        _drop_clone_copies(trial)
+        return decision
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> None:
+        super().on_trial_complete(tune_controller, trial, result)  # type: ignore[misc]
+        _drop_clone_copies(trial)
+
+
+def _local(filesystem: Any) -> bool:
+    """Whether a checkpoint's pyarrow file system is this machine's (a shared NFS mount included)."""
+    import pyarrow.fs
+
+    return isinstance(filesystem, pyarrow.fs.LocalFileSystem)
+
+
+def _drop_clone_copies(trial: Any) -> None:
+    """Remove the trial's copies of cloned checkpoints (`keep_for_the_clone`, and one a crash left half made) but the
+    one it restores from next."""
+    import shutil
+
+    try:
+        folder = Path(trial.path)
+        copies = [p for p in [*folder.glob(f"{CLONE_PREFIX}*"), *folder.glob(f".{CLONE_PREFIX}*.partial")] if p.is_dir()]
+    except OSError:
+        return
+    if not copies:
+        return
+    latest = trial.run_metadata.checkpoint_manager._latest_checkpoint_result
+    checkpoint = getattr(latest, "checkpoint", None)
+    needed = Path(checkpoint.path) if checkpoint is not None else None
+    for copy in copies:
+        if copy != needed:
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+class RaytrainPBT(_ClonesKeepTheirCheckpoint, _PauseOnlyToShare, PopulationBasedTraining):
+    """Tune's PopulationBasedTraining; a trial pauses to share the cluster only when the trials do not all fit, and an
+    exploiting trial restores from its own copy of the checkpoint it clones."""
 
 
 def __getattr__(name: str) -> Any:
@@ -79,8 +189,9 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from ray.tune.schedulers.pb2 import PB2
 
-    class RaytrainPB2(_PauseOnlyToShare, PB2):
-        """Tune's PB2; a trial pauses to share the cluster only when the trials do not all fit."""
+    class RaytrainPB2(_ClonesKeepTheirCheckpoint, _PauseOnlyToShare, PB2):
+        """Tune's PB2; a trial pauses to share the cluster only when the trials do not all fit, and an exploiting
+        trial restores from its own copy of the checkpoint it clones."""
 
     RaytrainPB2.__qualname__ = name
     globals()[name] = RaytrainPB2  # made once: pickle finds the same class again by its name

@@ -143,6 +143,34 @@ def test_pbt_exploit_trains_with_the_new_lr(ray_session, tuned, tmp_path):
         assert summary["checkpoint"] == expected
 
 
+def test_a_pbt_clone_that_waits_for_its_turn_restores_although_its_donor_deleted_that_checkpoint(ray_session, workdir):
+    """Four trials of 1 CPU on the session's 2 CPUs take turns; the bottom trial (lr 1e-5, ranked on the learner's lr)
+    clones the top one (0.01). Tune gives a clone its donor's training time and runs the waiting trial with the
+    least time first, so the clone waits while the donor trains on, writing a checkpoint every iteration and keeping
+    3: the checkpoint the clone was pointed at is deleted before it runs. It restored from it by path, and failed
+    ("Could not recover from checkpoint as it does not exist on storage anymore": exit 1, an errored trial); now it
+    restores from its own copy (`pbt_clone_*` in its folder), removed once it has a checkpoint of its own. Where the
+    top trial trained past the checkpoint PBT recorded for it before the clone was made (the other way this run
+    went), that exploit is skipped: no trial fails either way."""
+    path = workdir(
+        "name: clone\nsearch: {algorithm: pbt, seed: 0,"
+        " metric: learners/default_policy/default_optimizer_learning_rate, mode: max}\n"
+        "space: {training.lr: {distribution: grid, values: [0.01, 0.001, 0.0001, 0.00001]}}\n"
+        "set: {resources.num_cpus_for_main_process: 1}\n"
+        "pbt:\n  perturbation_interval: 4\n  quantile_fraction: 0.25\n  resample_probability: 1.0\n"
+        "  hyperparam_mutations: {training.lr: {distribution: choice, values: [0.0002, 0.0003, 0.0004, 0.0005]}}\n",
+        12,
+    )
+    result = invoke(["tune", str(path), "--set", "checkpoint.num_to_keep=3"])
+    exp = path.parent / "results" / "clone"
+    errors = [e.read_text()[-400:] for e in exp.glob("*/error.txt")]
+    assert result.exit_code == 0 and not errors, (result.output, errors)
+    status = invoke(["tune", "status", str(exp), "--json"])
+    trials = json.loads(status.stdout)["trials"]
+    assert len(trials) == 4 and all(t["status"] == "TERMINATED" and t["iteration"] == 12 for t in trials), trials
+    assert not list(exp.glob("*/pbt_clone_*")), "a clone's copy of its donor's checkpoint was left behind"
+
+
 def test_pbt_trial_whose_actor_starts_late_keeps_its_own_process(ray_session, tuned, tmp_path):
     """One trial's actor comes up late, as on a busy host (CI saw it): once the other trial is past its first
     perturbation points, and yet before that trial ends, whatever the machine's speed (LateCartPole).

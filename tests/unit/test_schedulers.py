@@ -78,3 +78,34 @@ def test_raytrain_pb2_is_made_once_under_its_name():
     assert pickle.loads(pickle.dumps(cls)) is cls
     with pytest.raises(AttributeError):
         schedulers.RaytrainPB3  # noqa: B018
+
+
+def test_a_clones_copy_of_a_checkpoint_outlives_the_donors_deletion(tmp_path):
+    """`keep_for_the_clone`: the donor's checkpoint folder, files and subfolders, copied into the clone's folder as
+    hard links (the same inodes: no data copied), readable after the donor deleted its own; made again over an older
+    copy of the same name, and that copy given where the donor's is gone."""
+    import os
+    import shutil
+
+    from raytrain.tune.schedulers import CLONE_PREFIX, keep_for_the_clone
+
+    donor = tmp_path / "trial_a" / "checkpoint_000004"
+    (donor / "learner_group").mkdir(parents=True)
+    (donor / "learner_group" / "state.pkl").write_bytes(b"weights")
+    (donor / "algorithm_state.pkl").write_bytes(b"state")
+    clone = tmp_path / "trial_b"
+    clone.mkdir()
+    (clone / f"{CLONE_PREFIX}a_checkpoint_000004").mkdir()  # an older copy of the same name
+    (clone / f"{CLONE_PREFIX}a_checkpoint_000004" / "stale").write_text("x")
+
+    kept = keep_for_the_clone(donor, clone, "a")
+
+    assert kept == clone / f"{CLONE_PREFIX}a_checkpoint_000004"
+    assert sorted(p.relative_to(kept).as_posix() for p in kept.rglob("*")) == [
+        "algorithm_state.pkl", "learner_group", "learner_group/state.pkl"]
+    assert os.stat(kept / "algorithm_state.pkl").st_ino == os.stat(donor / "algorithm_state.pkl").st_ino
+    shutil.rmtree(donor)
+    assert (kept / "learner_group" / "state.pkl").read_bytes() == b"weights"
+    assert keep_for_the_clone(donor, clone, "a") == kept  # the donor's is gone: the copy made of it stands
+    assert keep_for_the_clone(donor, clone, "c") is None  # none made: the trial keeps Tune's reference
+    assert sorted(p.name for p in clone.iterdir()) == [f"{CLONE_PREFIX}a_checkpoint_000004"]
