@@ -125,7 +125,7 @@ class _ClonesKeepTheirCheckpoint:
         if _local(getattr(donors, "filesystem", None)) and not Path(donors.path).is_dir():
             import logging
 
-            logging.getLogger("ray.tune.schedulers.pbt").info(
+            logging.getLogger("ray.tune.schedulers.pbt").warning(
                 "[pbt]: trial %s's checkpoint %s was deleted (checkpoint.num_to_keep) before trial %s could clone it: "
                 "exploit skipped", trial_to_clone, donors.path, trial)
             return

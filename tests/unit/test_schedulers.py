@@ -109,3 +109,32 @@ def test_a_clones_copy_of_a_checkpoint_outlives_the_donors_deletion(tmp_path):
     assert keep_for_the_clone(donor, clone, "a") == kept  # the donor's is gone: the copy made of it stands
     assert keep_for_the_clone(donor, clone, "c") is None  # none made: the trial keeps Tune's reference
     assert sorted(p.name for p in clone.iterdir()) == [f"{CLONE_PREFIX}a_checkpoint_000004"]
+
+
+def test_an_exploit_of_a_checkpoint_its_trial_already_deleted_is_skipped(tmp_path, caplog):
+    """PBT recorded the stronger trial's checkpoint at that trial's perturbation point, and the trial deleted it
+    (`checkpoint.num_to_keep`) before the weaker one came to clone it: the exploit is skipped, said in Ray's log (the
+    experiment's ray.log), and the weaker trial is left as it was: not paused (the controller is never asked), its
+    config and checkpoint untouched. Tune paused it and pointed it at the missing folder, and the trial failed."""
+    import logging
+
+    from ray.tune import Checkpoint
+    from ray.tune.schedulers.pbt import _PBTTrialState
+
+    from raytrain.tune.schedulers import RaytrainPBT
+
+    pbt = RaytrainPBT(time_attr="training_iteration", metric="m", mode="max", perturbation_interval=2,
+                      hyperparam_mutations={"lr": [0.1, 0.2]})
+    weaker, stronger = trial(Trial.RUNNING, {"CPU": 1.0}), trial(Trial.RUNNING, {"CPU": 1.0})
+    weaker.config, stronger.config = {"lr": 0.1}, {"lr": 0.2}
+    for t, score in ((weaker, 1.0), (stronger, 2.0)):
+        pbt._trial_state[t] = _PBTTrialState(t)
+        pbt._trial_state[t].last_score = score
+    pbt._trial_state[stronger].last_checkpoint = Checkpoint(str(tmp_path / "stronger" / "checkpoint_000003"))
+    before = weaker.checkpoint
+
+    with caplog.at_level(logging.WARNING, logger="ray.tune.schedulers.pbt"):
+        pbt._exploit(None, weaker, stronger)  # None: a call to pause the trial would raise
+
+    assert weaker.status == Trial.RUNNING and weaker.config == {"lr": 0.1} and weaker.checkpoint == before
+    assert "was deleted (checkpoint.num_to_keep) before trial" in caplog.text and "exploit skipped" in caplog.text
