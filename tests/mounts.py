@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-needs_mount_namespace = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
-                                           reason="needs root and unshare (a mount namespace)")
+
+def needs_unshare(namespace: str) -> pytest.MarkDecorator:
+    """A test that runs a command in a namespace of its own (`namespace`, said in the skip reason): it needs root
+    and `unshare`."""
+    return pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason=f"needs root and unshare ({namespace})")
+
+
+needs_mount_namespace = needs_unshare("a mount namespace")
 
 
 def tmpfs(folder: Path, size: str = "600k") -> list[list[str]]:

@@ -120,6 +120,13 @@ class _ClonesKeepTheirCheckpoint:
     deleted it. Tune paused the weaker trial all the same, and it failed as above. That exploit is skipped instead,
     as Tune skips one whose donor has no checkpoint: the weaker trial goes on, and clones at its next point."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._without_copies: set[str] = set()
+        """The trials whose folder this scheduler has read and left without a copy: it is read again only after an
+        exploit gives the trial one. Not kept across `tune resume` (Tune does not save its scheduler's state), so a
+        resumed sweep reads each trial's folder once, which removes a copy the stopped run left there."""
+
     def _exploit(self, tune_controller: Any, trial: Any, trial_to_clone: Any) -> None:
         donors = self._trial_state[trial_to_clone].last_checkpoint  # type: ignore[attr-defined]
         if _local(getattr(donors, "filesystem", None)) and not Path(donors.path).is_dir():
@@ -130,22 +137,51 @@ class _ClonesKeepTheirCheckpoint:
                 "exploit skipped", trial_to_clone, donors.path, trial)
             return
         super()._exploit(tune_controller, trial, trial_to_clone)  # type: ignore[misc]
-        result = trial.run_metadata.checkpoint_manager._latest_checkpoint_result
+        result = _latest_result(trial)
         checkpoint = getattr(result, "checkpoint", None)
         if checkpoint is None or not _local(checkpoint.filesystem):
             return
         kept = keep_for_the_clone(Path(checkpoint.path), Path(trial.path), trial_to_clone.trial_id)
+        self._without_copies.discard(trial.trial_id)  # a copy, or a partial one where it failed half way
         if kept is not None:
             result.checkpoint = type(checkpoint)(path=str(kept), filesystem=checkpoint.filesystem)
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
         decision: str = super().on_trial_result(tune_controller, trial, result)  # type: ignore[misc]
-        _drop_clone_copies(trial)
+        self._drop_clone_copies(trial)
         return decision
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> None:
         super().on_trial_complete(tune_controller, trial, result)  # type: ignore[misc]
-        _drop_clone_copies(trial)
+        self._drop_clone_copies(trial)
+
+    def _drop_clone_copies(self, trial: Any) -> None:
+        """Remove the trial's copies of cloned checkpoints (`keep_for_the_clone`, and one a crash left half made)
+        but the one it restores from next. Called on every result of every trial, so a trial's folder (a directory
+        listing on NFS) is read only while it may hold a copy."""
+        import shutil
+
+        if trial.trial_id in self._without_copies:
+            return
+        try:
+            folder = Path(trial.path)
+            copies = [p for p in [*folder.glob(f"{CLONE_PREFIX}*"), *folder.glob(f".{CLONE_PREFIX}*.partial")]
+                      if p.is_dir()]
+        except OSError:
+            return
+        checkpoint = getattr(_latest_result(trial), "checkpoint", None)
+        needed = Path(checkpoint.path) if checkpoint is not None else None
+        for copy in copies:
+            if copy != needed:
+                shutil.rmtree(copy, ignore_errors=True)
+        if not any(copy.exists() for copy in copies):  # none left, not even one it restores from
+            self._without_copies.add(trial.trial_id)
+
+
+def _latest_result(trial: Any) -> Any:
+    """The trial's latest checkpoint and its result (a `_TrainingResult`, or None), where Tune restores the trial
+    from next: Tune's PBT sets it at an exploit. Private to Tune (`_CheckpointManager`), so read here only."""
+    return trial.run_metadata.checkpoint_manager._latest_checkpoint_result
 
 
 def _local(filesystem: Any) -> bool:
@@ -153,26 +189,6 @@ def _local(filesystem: Any) -> bool:
     import pyarrow.fs
 
     return isinstance(filesystem, pyarrow.fs.LocalFileSystem)
-
-
-def _drop_clone_copies(trial: Any) -> None:
-    """Remove the trial's copies of cloned checkpoints (`keep_for_the_clone`, and one a crash left half made) but the
-    one it restores from next."""
-    import shutil
-
-    try:
-        folder = Path(trial.path)
-        copies = [p for p in [*folder.glob(f"{CLONE_PREFIX}*"), *folder.glob(f".{CLONE_PREFIX}*.partial")] if p.is_dir()]
-    except OSError:
-        return
-    if not copies:
-        return
-    latest = trial.run_metadata.checkpoint_manager._latest_checkpoint_result
-    checkpoint = getattr(latest, "checkpoint", None)
-    needed = Path(checkpoint.path) if checkpoint is not None else None
-    for copy in copies:
-        if copy != needed:
-            shutil.rmtree(copy, ignore_errors=True)
 
 
 class RaytrainPBT(_ClonesKeepTheirCheckpoint, _PauseOnlyToShare, PopulationBasedTraining):

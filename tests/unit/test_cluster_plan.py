@@ -1,10 +1,8 @@
 """Cluster files and the exact commands each node gets (golden), without touching any host."""
 
 import json
-import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 
@@ -17,6 +15,8 @@ from raytrain.cluster.lifecycle import up
 from raytrain.cluster.runner import DryRunner, Runner, SSHRunner
 from raytrain.config.cluster import load_cluster
 from raytrain.errors import ConfigError
+
+from ..mounts import needs_unshare
 
 LAB = """
 name: lab
@@ -400,7 +400,7 @@ print(json.dumps({"rc": done.returncode, "stderr": done.stderr, "ray_stop_ran": 
 '''
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a PID namespace)")
+@needs_unshare("a PID namespace")
 @pytest.mark.parametrize("beside", ["alone", "beside"])
 def test_the_stop_of_a_node_leaves_another_ray_there_running(tmp_path, beside):
     """`ray stop` stops every Ray of the machine: a local `ray.init()` beside a head on `localhost`, or another

@@ -138,3 +138,52 @@ def test_an_exploit_of_a_checkpoint_its_trial_already_deleted_is_skipped(tmp_pat
 
     assert weaker.status == Trial.RUNNING and weaker.config == {"lr": 0.1} and weaker.checkpoint == before
     assert "was deleted (checkpoint.num_to_keep) before trial" in caplog.text and "exploit skipped" in caplog.text
+
+
+def test_a_trials_folder_is_read_for_clone_copies_only_while_it_may_hold_one(tmp_path, monkeypatch):
+    """`_drop_clone_copies` runs on every result of every trial: it reads a trial's folder (a directory listing, over
+    NFS on a cluster) the first time (a resumed sweep's scheduler starts afresh, and a copy the stopped run left is
+    removed then), and again only after an exploit gave the trial a copy, until that copy is gone. The copy the trial
+    restores from next is kept; other copies and a half-made one are removed."""
+    import pathlib
+    from types import SimpleNamespace
+
+    from ray.tune import Checkpoint
+
+    from raytrain.tune.schedulers import CLONE_PREFIX, RaytrainPBT
+
+    reads = []
+    glob = pathlib.Path.glob
+    monkeypatch.setattr(pathlib.Path, "glob", lambda self, pattern: reads.append(self.name) or glob(self, pattern))
+    pbt = RaytrainPBT(time_attr="training_iteration", metric="m", mode="max", perturbation_interval=2,
+                      hyperparam_mutations={"lr": [0.1, 0.2]})
+    folder = tmp_path / "trial_b"
+    (folder / f"{CLONE_PREFIX}a_checkpoint_000002").mkdir(parents=True)  # left by a run stopped before a resume
+    (folder / f".{CLONE_PREFIX}a_checkpoint_000004.partial").mkdir()  # a copy a crash left half made
+    (folder / "checkpoint_000001").mkdir()
+    manager = SimpleNamespace(_latest_checkpoint_result=SimpleNamespace(
+        checkpoint=Checkpoint(str(folder / "checkpoint_000001"))))
+    b = SimpleNamespace(trial_id="b", path=str(folder), run_metadata=SimpleNamespace(checkpoint_manager=manager))
+
+    pbt._drop_clone_copies(b)
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint_000001"]
+    read = len(reads)
+    assert read > 0
+    for _ in range(3):
+        pbt._drop_clone_copies(b)
+    assert len(reads) == read, "a trial's folder with no copy in it was read again"
+
+    # An exploit gives it a copy (what `_exploit` does after Tune's): its folder is read until the copy is gone.
+    copy = folder / f"{CLONE_PREFIX}a_checkpoint_000006"
+    copy.mkdir()
+    manager._latest_checkpoint_result.checkpoint = Checkpoint(str(copy))
+    pbt._without_copies.discard("b")
+    pbt._drop_clone_copies(b)
+    pbt._drop_clone_copies(b)
+    assert copy.is_dir() and len(reads) > read  # it restores from the copy next: kept, and looked at again
+    manager._latest_checkpoint_result.checkpoint = Checkpoint(str(folder / "checkpoint_000007"))  # its own, newer
+    pbt._drop_clone_copies(b)
+    assert not copy.exists()
+    read = len(reads)
+    pbt._drop_clone_copies(b)
+    assert len(reads) == read
