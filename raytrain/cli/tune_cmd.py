@@ -165,7 +165,33 @@ def _drive(address: str | None, exp_dir: Path, sweep: Callable[[LocalRayWatch], 
         if messages is not None:
             messages.close()
     trials = _report(exp_dir)
+    if not term.received and _out_of_time(exp_dir, trials):
+        return
     _stopped_early(exp_dir, trials, "SIGTERM" if term.received else None)
+
+
+def _out_of_time(exp_dir: Path, trials: list[TrialSummary]) -> bool:
+    """Whether the sweep's time budget (`time_budget_s`) stopped it, said if so (`state.cut_by_the_budget`). That is
+    the sweep's own end, as its stop criteria are (exit 0), not an interruption: a sweep that ran out of time was
+    reported as stopped by Ctrl-C (exit 130, "continue it with `raytrain tune resume`", which stopped at once: Tune
+    keeps the spent budget in its state). `trials`: what `_report` read."""
+    from raytrain.tune import state
+    from raytrain.tune.results import read_meta
+
+    cut = state.cut_by_the_budget(exp_dir)
+    if not cut:
+        return False
+    try:
+        budget = f" ({float(read_meta(exp_dir)['plan']['tune_config']['time_budget_s']):g} s)"
+    except (KeyError, TypeError, ValueError):
+        budget = ""
+    paused = [t for t in trials if t.status in ("RUNNING", "PENDING", "PAUSED")]
+    left = f", {len(paused)} of them left paused" if paused else ""
+    say([f"warning: the sweep's time budget{budget} ran out: Tune stopped {len(cut) + len(paused)} of {len(trials)} "
+         f"trials before their stop criteria{left}. The leaderboard ranks what each reached. Tune keeps the spent "
+         "budget in its state, so `raytrain tune resume` has nothing to continue: to search further, run the sweep "
+         "again with a larger time_budget_s (and a new --name)"])
+    return True
 
 
 def _stopped_early(exp_dir: Path, trials: list[TrialSummary], signal_name: str | None) -> None:
@@ -315,6 +341,13 @@ def resume(
 
     # before Ray starts and before anything is written; a local Ray's CPUs are known before it starts
     resumable = check_resume(experiment_dir)
+    if resumable.out_of_time:
+        say([f"warning: {resumable.exp_dir.name} ended when its time budget (time_budget_s) ran out, and Tune keeps "
+             "the spent budget in its state: a resume would stop its trials at once, so nothing was started or "
+             "changed. To search further, run the sweep again with a larger time_budget_s (raytrain tune SWEEP_FILE "
+             "--set time_budget_s=SECONDS --name NEW_NAME)"])
+        _report(resumable.exp_dir)
+        return
     if resumable.finished is not None:
         say([f"every trial of {resumable.exp_dir.name} has finished ({resumable.finished} TERMINATED): nothing to "
              "resume, so nothing was started or changed; to search further, run a new sweep (raytrain tune "
@@ -364,6 +397,13 @@ def status(
                   "stopped before its first trial)", markup=False)
     unfinished = [t for t in trials if t.status in ("RUNNING", "PENDING", "PAUSED")]
     if unfinished and _not_driven(experiment_dir):
+        from raytrain.tune import state
+
+        if state.cut_by_the_budget(experiment_dir):  # Tune's stop there can leave a trial PAUSED
+            out.print(f"the sweep ran out of its time budget (time_budget_s): {len(unfinished)} of {len(trials)} "
+                      "trials were left paused, and Tune keeps the spent budget in its state, so there is nothing to "
+                      "resume", markup=False)
+            return
         out.print(f"the sweep is not running: {len(unfinished)} of {len(trials)} trials had not finished (their status "
                   f"is as Tune last saved it); continue it with `raytrain tune resume "
                   f"{shlex.quote(str(experiment_dir))}`", markup=False)

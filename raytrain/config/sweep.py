@@ -117,7 +117,8 @@ class SweepConfig(Section):
     stop: dict[str, float] = Field(default_factory=dict)
     """Stop each trial when a metric reaches its threshold (default: the base config's stop)."""
     time_budget_s: float | None = Field(default=None, gt=0)
-    """Stop the whole sweep after this many seconds."""
+    """Stop the whole sweep after this many seconds of Tune's loop, summed over its resumes; the sweep is over then
+    (exit 0, the budget named)."""
     reuse_actors: bool | None = None
     """Reuse trial actors between trials (saves start-up time). Default: on for pbt and pb2, off otherwise."""
 

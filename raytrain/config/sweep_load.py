@@ -622,6 +622,6 @@ def _experiment_there(folder: Path) -> str:
         plan = json.loads((folder / META_FILE).read_text()).get("plan")
     except (OSError, ValueError, AttributeError):
         plan = None
-    if state.finished(folder, plan) is not None:
+    if state.finished(folder, plan) is not None or state.cut_by_the_budget(folder):  # ended, or out of time
         return f"a finished experiment (its leaderboard: `raytrain tune status {folder}`)"
     return f"an experiment (continue it with `raytrain tune resume {folder}`)"

@@ -348,6 +348,9 @@ class Resumable:
     finished: int | None = None
     """How many trials there are when every trial the sweep was to run has finished (TERMINATED in Tune's
     state), so that a resume has nothing to do; None otherwise (one is running, paused, errored or not started)."""
+    out_of_time: bool = False
+    """Whether the sweep's time budget stopped it (`state.cut_by_the_budget`): Tune keeps the spent budget in its
+    state, and a resume would stop its trials at once, so it has nothing to do either."""
 
     @property
     def meta_file(self) -> str:
@@ -417,6 +420,8 @@ def check_resume(exp_dir: str | Path) -> Resumable:
         cfg = load_source(Source(copy.deepcopy(meta["base"]), {}, meta_file)).config
     except ConfigError as exc:
         raise where_it_imported(exc, exp_dir) from None
+    if state.cut_by_the_budget(exp_dir):
+        return Resumable(exp_dir, cfg, out_of_time=True)
     finished = state.finished(exp_dir, meta.get("plan"))
     if finished is not None:  # nothing will be built: RLlib's checks (seconds of imports) are not needed
         return Resumable(exp_dir, cfg, finished)

@@ -102,6 +102,20 @@ def finished(exp_dir: Path, plan: Any) -> int | None:
     return None
 
 
+def cut_by_the_budget(exp_dir: Path) -> list[str]:
+    """The trials the sweep's time budget (`time_budget_s`) stopped, by trial id, in the newest experiment state:
+    TERMINATED with a last result that is not `done`. Tune marks a trial's last result done when its own stop
+    criteria, its scheduler (ASHA's or PBT's stop) or the end of its trainable stop it; the stop of the whole
+    experiment marks it TERMINATED alone. The budget is the only such stop raytrain gives Tune (no `fail_fast`);
+    Ctrl-C and SIGTERM leave a trial as it was (RUNNING, PAUSED). Empty where the budget stopped none.
+
+    Tune keeps the spent budget in its state (its `TimeoutStopper`), so a resume of such a sweep stops its trials
+    at once: `tune resume` has nothing to continue there."""
+    return [trial["trial_id"] for trial, runtime in trials(exp_dir)
+            if trial.get("status") == "TERMINATED" and isinstance(trial.get("trial_id"), str)
+            and isinstance(runtime.get("last_result"), dict) and not runtime["last_result"].get("done")]
+
+
 def broken(exp_dir: Path) -> tuple[Path, bool] | None:
     """(the state file, whether a complete copy exists) when the newest state is not whole; None when it is."""
     path = newest_state(exp_dir)

@@ -171,6 +171,29 @@ def test_a_pbt_clone_that_waits_for_its_turn_restores_although_its_donor_deleted
     assert not list(exp.glob("*/pbt_clone_*")), "a clone's copy of its donor's checkpoint was left behind"
 
 
+def test_a_sweep_that_runs_out_of_time_ends_there_and_its_resume_starts_nothing(ray_session, workdir, tmp_path):
+    """`time_budget_s`: Tune stops the trials, and the sweep is over: exit 0, its leaderboard, and the budget named.
+    It was reported as a sweep that had met its stop criteria, or, where Tune's stop left a trial PAUSED (PBT), as
+    one stopped by Ctrl-C: exit 130 and "continue it with `raytrain tune resume`", whose resume started Ray and the
+    trials and stopped them at once (Tune keeps the spent budget in its state)."""
+    path = workdir("name: timed\nsearch: {algorithm: random, num_samples: 2, seed: 0}\ntime_budget_s: 30\n"
+                   "space: {training.lr: {distribution: loguniform, low: 0.0001, high: 0.001}}\n", stop=1000)
+    exp = tmp_path / "results" / "timed"
+    result = invoke(["tune", str(path)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert ("warning: the sweep's time budget (30 s) ran out: Tune stopped 2 of 2 trials before their stop criteria. "
+            "The leaderboard ranks what each reached.") in said, result.output
+    assert "before its end" not in said and "best trial:" in said
+    trials = json.loads(invoke(["tune", "status", str(exp), "--json"]).stdout)["trials"]
+    assert [t["status"] for t in trials] == ["TERMINATED", "TERMINATED"] and all(t["iteration"] < 1000 for t in trials)
+    states = sorted(exp.glob(state.STATE_GLOB))
+    resumed = invoke(["tune", "resume", str(exp)])
+    assert resumed.exit_code == 0, resumed.output
+    assert "timed ended when its time budget (time_budget_s) ran out" in " ".join(resumed.output.split())
+    assert sorted(exp.glob(state.STATE_GLOB)) == states  # Tune was not started
+
+
 def test_pbt_trial_whose_actor_starts_late_keeps_its_own_process(ray_session, tuned, tmp_path):
     """One trial's actor comes up late, as on a busy host (CI saw it): once the other trial is past its first
     perturbation points, and yet before that trial ends, whatever the machine's speed (LateCartPole).

@@ -504,8 +504,9 @@ def test_status_of_a_sweep_with_no_trial_yet_says_so(sweep, tmp_path):
             "first trial)") in " ".join(result.output.split())
 
 
-def _experiment_with_trials(sweep, statuses: list[str]) -> Path:
-    """A sweep of a grid of 2 trials, with Tune's state holding a trial of each status given."""
+def _experiment_with_trials(sweep, statuses: list[str], done: list[bool] | None = None) -> Path:
+    """A sweep of a grid of 2 trials, with Tune's state holding a trial of each status given; with `done`, each
+    trial's last result and whether Tune marked it done (as its stop criteria do, and the time budget does not)."""
     import json
 
     from raytrain.config.sweep_load import load_sweep
@@ -515,8 +516,10 @@ def _experiment_with_trials(sweep, statuses: list[str]) -> Path:
     loaded = load_sweep(sweep("name: done\nspace: {training.lr: {distribution: grid, values: [0.001, 0.002]}}\n"))
     exp = _write_meta(loaded, plan(loaded), ["raytrain", "tune", "sweep.yaml"])
     (exp / "tuner.pkl").write_bytes(b"")  # what Tuner.can_restore looks for
-    trials = [[json.dumps({"relative_logdir": f"done_0000{i}", "trial_id": f"0000{i}", "status": status}), "{}"]
-              for i, status in enumerate(statuses)]
+    runtimes = ["{}"] * len(statuses) if done is None else [
+        json.dumps({"last_result": {"training_iteration": 3, "done": d}}) for d in done]
+    trials = [[json.dumps({"relative_logdir": f"done_0000{i}", "trial_id": f"0000{i}", "status": status}), runtime]
+              for i, (status, runtime) in enumerate(zip(statuses, runtimes, strict=True))]
     (exp / "experiment_state-2026-11-27_12-00-00.json").write_text(json.dumps({"trial_data": trials}))
     return exp
 
@@ -594,6 +597,46 @@ def test_a_sweep_with_work_left_is_resumed(sweep, tmp_path, statuses):
     from raytrain.tune.run import check_resume
 
     assert check_resume(_experiment_with_trials(sweep, statuses)).finished is None
+
+
+@pytest.mark.parametrize(("statuses", "done", "cut"), [
+    (["TERMINATED", "TERMINATED"], [True, False], ["00001"]),  # one met its stop criteria, the budget stopped one
+    (["TERMINATED", "PAUSED"], [False, False], ["00000"]),  # and left one paused (Tune's stop can, with PBT)
+    (["TERMINATED", "TERMINATED"], [True, True], []),  # both met their stop criteria
+    (["RUNNING", "PAUSED"], [False, False], []),  # Ctrl-C or SIGTERM: Tune saves the trials as they were
+    (["TERMINATED", "ERROR"], [True, False], []),
+])
+def test_the_trials_the_time_budget_stopped_are_terminated_without_a_done_result(sweep, tmp_path, statuses, done, cut):
+    """Tune marks a trial's last result done when its stop criteria or its scheduler stop it; the stop of the whole
+    experiment at its time budget marks the trials TERMINATED alone."""
+    from raytrain.tune import state
+
+    assert state.cut_by_the_budget(_experiment_with_trials(sweep, statuses, done)) == cut
+
+
+@pytest.mark.parametrize("statuses", [["TERMINATED", "TERMINATED"], ["TERMINATED", "PAUSED"]])
+def test_resume_of_a_sweep_whose_time_budget_ran_out_starts_nothing(sweep, tmp_path, statuses):
+    """Tune keeps the spent budget in its state (its TimeoutStopper): a resume started Ray and the trials, which Tune
+    stopped at once, and exit 0 said nothing of the budget (the shipped PBT sweep, 8 trials on 2 CPUs, 600 s: 29 s for
+    nothing). A new sweep of the name is told the folder holds a finished experiment."""
+    exp = _experiment_with_trials(sweep, statuses, [False, False])
+    before = listing(tmp_path)
+    command_txt = (exp / "command.txt").read_text()
+    result = invoke("tune", "resume", str(exp))
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert ("warning: done ended when its time budget (time_budget_s) ran out, and Tune keeps the spent budget in its "
+            "state: a resume would stop its trials at once, so nothing was started or changed. To search further, run "
+            "the sweep again with a larger time_budget_s (raytrain tune SWEEP_FILE --set time_budget_s=SECONDS --name "
+            "NEW_NAME)") in said, result.output
+    assert "ranked on" in result.output  # the leaderboard, as `tune status` shows it
+    assert listing(tmp_path) == before
+    assert (exp / "command.txt").read_text() == command_txt
+    assert not ray_started()
+    moved = invoke("tune", "--dry-run", str(tmp_path / "sweep.yaml"))
+    assert moved.exit_code == 0, moved.output
+    assert (f"notice: {exp} already holds a finished experiment (its leaderboard: `raytrain tune status {exp}`); this "
+            f"sweep goes to {exp}_2") in " ".join(moved.output.split())
 
 
 @pytest.mark.parametrize(("statuses", "said"), [
@@ -930,3 +973,30 @@ def test_plot_where_a_file_holds_the_plots_name_says_so(sweep, tmp_path):
     assert (f"error: cannot write the plots: {exp / 'plots'}: File exists (the plots go to {exp / 'plots'}/, a folder: "
             "move what is there, or make the folder writable)") in " ".join(result.output.split()), result.output
     assert (exp / "plots").read_text() == "not a folder\n"
+
+
+def test_a_sweep_whose_time_budget_ran_out_with_a_trial_left_paused_is_over(sweep, tmp_path, capsys):
+    """Tune's stop at the budget can leave a PBT trial PAUSED (seen with 8 trials on 2 CPUs): the sweep was reported
+    as stopped by Ctrl-C (exit 130, "continue it with `raytrain tune resume`"); it is over, said so (exit 0)."""
+    import typer
+
+    from raytrain.cli.tune_cmd import _out_of_time, _stopped_early
+    from raytrain.tune.results import summarize
+
+    exp = _experiment_with_trials(sweep, ["TERMINATED", "PAUSED"], [False, False])
+    trials = summarize(exp)[1]
+    assert _out_of_time(exp, trials)
+    said = " ".join(capsys.readouterr().err.split())
+    assert ("warning: the sweep's time budget ran out: Tune stopped 2 of 2 trials before their stop criteria, 1 of "
+            "them left paused.") in said
+    status = invoke("tune", "status", str(exp))
+    assert status.exit_code == 0, status.output
+    assert ("the sweep ran out of its time budget (time_budget_s): 1 of 2 trials were left paused, and Tune keeps the "
+            "spent budget in its state, so there is nothing to resume") in " ".join(status.output.split())
+    assert "continue it with" not in status.output
+    # Ctrl-C or SIGTERM: Tune saved the trials as they were (none TERMINATED without a done result).
+    exp = _experiment_with_trials(sweep, ["RUNNING", "PAUSED"], [False, False])
+    assert not _out_of_time(exp, summarize(exp)[1])
+    with pytest.raises(typer.Exit) as stopped:
+        _stopped_early(exp, summarize(exp)[1], None)
+    assert stopped.value.exit_code == 130
