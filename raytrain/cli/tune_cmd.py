@@ -493,7 +493,12 @@ def _report(exp_dir: Path) -> list[TrialSummary]:
         for t in errored:
             err.print(f"trial {t.name} failed: {_last_line(t.error)}", style="red", markup=False)
         from raytrain.errors import SweepError
+        from raytrain.tune import state
 
+        if state.cut_by_the_budget(exp_dir):  # a resume would stop them at once
+            raise SweepError(f"{len(errored)} trial(s) failed, and the sweep's time budget (time_budget_s) ran out, "
+                             "which Tune keeps spent in its state, so `raytrain tune resume` cannot retry them: run the "
+                             "sweep again (a larger time_budget_s, a new --name)")
         raise SweepError(
             f"{len(errored)} trial(s) failed; retry them from their last checkpoint with `raytrain tune resume "
             f"{exp_dir}`, or from scratch with `--restart-errored`"

@@ -1000,3 +1000,16 @@ def test_a_sweep_whose_time_budget_ran_out_with_a_trial_left_paused_is_over(swee
     with pytest.raises(typer.Exit) as stopped:
         _stopped_early(exp, summarize(exp)[1], None)
     assert stopped.value.exit_code == 130
+
+
+def test_a_failed_trial_of_a_sweep_whose_time_budget_ran_out_is_not_sent_to_resume(sweep, tmp_path):
+    """`tune resume` retries a failed trial, but not where the budget is spent (Tune stops the trials at once): the
+    end of such a sweep (exit 1) does not send the user there."""
+    from raytrain.cli.tune_cmd import _report
+    from raytrain.errors import SweepError
+
+    exp = _experiment_with_trials(sweep, ["TERMINATED", "ERROR"], [False, False])
+    with pytest.raises(SweepError) as failed:
+        _report(exp)
+    assert ("1 trial(s) failed, and the sweep's time budget (time_budget_s) ran out, which Tune keeps spent in its "
+            "state, so `raytrain tune resume` cannot retry them") in str(failed.value)
