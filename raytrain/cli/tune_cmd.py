@@ -140,6 +140,11 @@ def run(
         loaded.unmake()  # the folders made to hold the name, where the sweep wrote nothing into them
 
 
+UNFINISHED = ("RUNNING", "PENDING", "PAUSED")
+"""A trial's statuses, as Tune last saved them, where it has not ended (`state.ENDED`): a sweep whose driver has
+stopped with such trials was stopped before its end (unless its time budget ran out: `_out_of_time`)."""
+
+
 def _drive(address: str | None, exp_dir: Path, sweep: Callable[[LocalRayWatch], Path], check: Callable[[RayCpus], object],
            started: Callable[[str], None] | None = None) -> None:
     """Connect to Ray (`started` is told where), check that its CPUs can place a trial (`check`, which raises
@@ -185,7 +190,7 @@ def _out_of_time(exp_dir: Path, trials: list[TrialSummary]) -> bool:
         budget = f" ({float(read_meta(exp_dir)['plan']['tune_config']['time_budget_s']):g} s)"
     except (KeyError, TypeError, ValueError):
         budget = ""
-    paused = [t for t in trials if t.status in ("RUNNING", "PENDING", "PAUSED")]
+    paused = [t for t in trials if t.status in UNFINISHED]
     left = f", {len(paused)} of them left paused" if paused else ""
     say([f"warning: the sweep's time budget{budget} ran out: Tune stopped {len(cut) + len(paused)} of {len(trials)} "
          f"trials before their stop criteria{left}. The leaderboard ranks what each reached. Tune keeps the spent "
@@ -197,7 +202,7 @@ def _out_of_time(exp_dir: Path, trials: list[TrialSummary]) -> bool:
 def _stopped_early(exp_dir: Path, trials: list[TrialSummary], signal_name: str | None) -> None:
     """A sweep that Ctrl-C or SIGTERM stopped (Tune saved its state and returned) is not reported as done:
     exit 130 with the command that continues it. `trials`: what `_report` read."""
-    unfinished = [t for t in trials if t.status in ("RUNNING", "PENDING", "PAUSED")]
+    unfinished = [t for t in trials if t.status in UNFINISHED]
     if not unfinished:
         return
     by = f" by {signal_name}" if signal_name else ""
@@ -395,7 +400,7 @@ def status(
     if not trials:
         out.print(f"no trial of {experiment_dir} has started yet: Tune has saved no trial (a sweep starting, or "
                   "stopped before its first trial)", markup=False)
-    unfinished = [t for t in trials if t.status in ("RUNNING", "PENDING", "PAUSED")]
+    unfinished = [t for t in trials if t.status in UNFINISHED]
     if unfinished and _not_driven(experiment_dir):
         from raytrain.tune import state
 
