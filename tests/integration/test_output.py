@@ -144,12 +144,18 @@ ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
 
 
 INSIDE = os.path.abspath("inside_finalizer")  # written by the finalizer as it begins
+CUT = os.path.abspath("cut_in_finalizer")  # what the shutdown raised in it, if it landed there
 
 
 class SlowToFinalize:
     def __del__(self):
         open(INSIDE, "w").close()
-        time.sleep(2.0)
+        try:
+            time.sleep(20.0)  # well past the shutdown's SIGTERM, however late a loaded machine sends it
+        except BaseException as error:  # Ray's SIGTERM handler raises SystemExit
+            with open(CUT, "w") as f:
+                f.write(type(error).__name__)
+            raise
 
 
 @ray.remote
@@ -181,7 +187,9 @@ deadline = time.time() + 30
 while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
     time.sleep(0.1)
 stderr = "".join(open(f).read() for f in glob.glob(os.path.join(logs, f"worker-*-{pid}.err")))
-print(json.dumps({"inside": os.path.exists(INSIDE), "ended": not os.path.exists(f"/proc/{pid}"), "stderr": stderr}))
+cut = open(CUT).read() if os.path.exists(CUT) else ""
+print(json.dumps({"inside": os.path.exists(INSIDE), "ended": not os.path.exists(f"/proc/{pid}"), "cut": cut,
+                  "stderr": stderr}))
 '''
 
 
@@ -192,15 +200,29 @@ def test_rays_sigterm_inside_an_ending_actors_finalizer_prints_no_traceback(tmp_
     in: <function LearnerGroup.__del__ ...>" with a traceback, which Ray streamed to the terminal. Staged here
     with a real Ray: an actor of a quiet job (raytrain's driver sets QUIET_WORKER in its workers) inside a slow
     finalizer when its driver shuts Ray down. With --verbose (no QUIET_WORKER) Python's message is left as it is,
-    which shows that the stage reproduces it."""
+    which shows that the stage reproduces it.
+
+    The raylet sends the actor SIGTERM and SIGKILL 0.2 s later: on a machine whose cores are all busy (the suite's
+    other worker), the SIGKILL can come before the actor's handler has run, and then nothing is raised or printed,
+    in either case. So the stage records whether the SIGTERM's SystemExit landed in the finalizer, and is run again,
+    up to five times, until it did (a stage that never did fails the test: the quiet case would pass on nothing).
+    Under two busy loops beside it, 1 stage in 8 missed here."""
     script = tmp_path / "ending_actor.py"
     script.write_text(ENDING_ACTOR)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "RAYTRAIN_", "TUNE_"))}
-    done = subprocess.run([sys.executable, str(script), "1" if quiet else "0"], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.splitlines()[-1])
-    assert result["inside"] and result["ended"]  # the shutdown came while the actor was in its finalizer
+    tries = []
+    for attempt in range(5):
+        cwd = tmp_path / f"try{attempt}"
+        cwd.mkdir()
+        done = subprocess.run([sys.executable, str(script), "1" if quiet else "0"], capture_output=True, text=True,
+                              env=env, cwd=cwd, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.splitlines()[-1])
+        assert result["inside"] and result["ended"]  # the actor was in its finalizer, and it ended
+        tries.append(result)
+        if result["cut"]:
+            break
+    assert result["cut"] == "SystemExit", tries  # the shutdown's SIGTERM landed in the finalizer
     shown = "Exception ignored in: <function SlowToFinalize.__del__" in result["stderr"]
     assert shown != quiet, result["stderr"]
     if not quiet:
