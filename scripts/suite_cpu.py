@@ -33,23 +33,35 @@ RAY_OWN = {
     "dashboard/dashboard.py": "ray: dashboard",
     "log_monitor.py": "ray: log monitor",
     "autoscaler/_private/monitor.py": "ray: autoscaler monitor",
-    "ray/scripts/scripts.py": "ray: the `ray` command (start, stop, status)",
 }
 """Ray's own processes, by a part of their command line. Checked after the worker forms (a worker's command line
 names the raylet's socket)."""
 
 AGENTS = {"DashboardAgent": "ray: dashboard agent", "RuntimeEnvAgent": "ray: runtime env agent"}
+"""Ray's two agents name themselves as an actor would (`ray::DashboardAgent`)."""
 
 LAB = ("sshd", "slurmd", "slurmctld", "slurmstepd", "munged", "ganesha.nfsd", "rpcbind", "chromium", "chromedriver",
-       "apt-get", "dpkg", "mandb")
-"""The labs' own programs and their installs, by executable name."""
+       "raytrain-chromium", "apt-get", "dpkg", "mandb")
+"""The labs' own programs and their installs, by the start of their executable's name."""
+
+PYTHON_MODULES = {"pytest": "pytest (main process)", "pip": "pip (the install)", "compileall": "compileall (the install)"}
+
+
+def _subcommand(args: list[str]) -> str:
+    """The leading subcommand words of a command's arguments (`tune resume`, `cluster up`), none of its values."""
+    words = []
+    for arg in args[:2]:
+        if not re.fullmatch(r"[a-z][a-z-]*", arg):
+            break
+        words.append(arg)
+    return " ".join(words)
 
 
 def kind(cmdline: list[str]) -> str:
     """The kind of a process, from its command line (argv)."""
     line = " ".join(cmdline)
     worker = re.match(r"ray::([\w-]+)", line)
-    if worker:  # an actor by its class, a task by its function, or an idle worker; Ray's two agents name themselves so
+    if worker:  # an actor by its class, a task by its function, or an idle worker
         return AGENTS.get(worker.group(1), f"ray worker: {worker.group(1)}")
     if "default_worker.py" in line:
         return "ray worker: starting"
@@ -58,15 +70,27 @@ def kind(cmdline: list[str]) -> str:
     for part, name in RAY_OWN.items():
         if part in line:
             return name
-    if len(cmdline) > 2 and cmdline[1:3] == ["-m", "raytrain"]:
-        return "raytrain " + " ".join(arg for arg in cmdline[3:5] if not arg.startswith(("-", "/")))
-    if len(cmdline) > 2 and cmdline[1:3] == ["-m", "pytest"]:
-        return "pytest (main process)"
+    args = cmdline[1:]
+    if args[:1] == ["-m"] and len(args) > 1:  # python -m MODULE
+        module, rest = args[1], args[2:]
+    elif args and os.path.basename(args[0]) in ("ray", "raytrain"):  # python .../bin/ray start (a console script)
+        module, rest = os.path.basename(args[0]), args[1:]
+    else:
+        module, rest = "", []
+    if module == "raytrain":
+        return f"raytrain {_subcommand(rest)}".rstrip()
+    if module == "ray":
+        return f"ray: the `ray` command ({_subcommand(rest) or '?'})"
+    if module in PYTHON_MODULES:
+        return PYTHON_MODULES[module]
     if "exec(eval(sys.stdin.readline()))" in line:
         return "pytest (xdist worker: the tests' own code, commands run in-process)"
-    exe = os.path.basename(cmdline[0]) if cmdline else ""
-    if exe.rstrip(":") in LAB or any(exe.startswith(name) for name in LAB):
-        return f"lab: {exe.rstrip(':')}"
+    exe = os.path.basename(cmdline[0].split()[0]) if cmdline else ""  # some rewrite their argv as one string
+    lab = next((name for name in LAB if exe.startswith(name)), None)
+    if lab:
+        return f"lab: {lab.removeprefix('raytrain-')}"
+    if args[:1] == ["-c"]:
+        return f"{exe} -c (a script given inline: the tests' helpers)"
     return exe or "?"
 
 
