@@ -2,8 +2,8 @@
 
 Every `--interval` seconds each process's CPU time so far (utime + stime in /proc/PID/stat) is read, and its kind
 from its command line, read again each time: a Ray worker renames itself once it holds an actor or runs a task
-(`ray::RaytrainPPO`, `ray::SingleAgentEnvRunner`, `ray::IDLE`). At the end each process counts with the CPU time last
-read, summed by kind. Prints the kinds by CPU seconds, with how many processes each had, beside the machine's own
+(`ray::RaytrainPPO`, `ray::SingleAgentEnvRunner`, `ray::IDLE`). At the end each process counts with the CPU time and
+the kind last read, summed by kind. Prints the kinds by CPU seconds, with how many processes each had, beside the machine's own
 busy time over the same window (/proc/stat): what the sampling missed (processes that lived less than an interval,
 the CPU a process spent after its last read) is the difference. It reads the whole machine, not only the command's
 processes (of those running before it, only what they spend meanwhile counts): run nothing else beside it.
@@ -20,7 +20,7 @@ import re
 import subprocess
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 HZ = os.sysconf("SC_CLK_TCK")
@@ -122,7 +122,7 @@ def main() -> None:
     if not command:
         parser.error("give the command to run after --")
 
-    seen: dict[tuple[str, str], list] = {}  # (pid, start) -> [kind, CPU s]; PIDs are reused, their start is not
+    seen: dict[tuple[str, str], tuple[str, float]] = {}  # (pid, start) -> (kind, CPU s); PIDs are reused, starts not
     me = str(os.getpid())
     before: dict[tuple[str, str], float] = {}  # what the processes running already had spent: not the command's
     for pid in os.listdir("/proc"):
@@ -141,18 +141,15 @@ def main() -> None:
             if found is None or not found[2]:  # gone, or a kernel thread
                 continue
             started, spent, argv = found
-            now = kind(argv)
-            entry = seen.setdefault((pid, started), [now, spent])
-            entry[1] = spent
-            if now.startswith("ray worker:") or now in AGENTS.values():  # a worker's name changes as it takes work
-                entry[0] = now
+            seen[(pid, started)] = (kind(argv), spent)  # the last read wins: a process renames itself (a Ray worker
+            # taking work, sshd, chromium), and one read between its fork and its exec still has its parent's name
         if done:
             break
         time.sleep(args.interval)
     wall = time.monotonic() - start
     busy1 = busy_seconds()
 
-    cpu: Counter[str] = Counter()
+    cpu: defaultdict[str, float] = defaultdict(float)
     count: Counter[str] = Counter()
     for key, (name, seconds) in seen.items():
         cpu[name] += seconds - before.get(key, 0.0)
@@ -164,7 +161,7 @@ def main() -> None:
           f"the processes read add up to {total:.0f} CPU s (the rest: processes shorter than {args.interval:g} s, "
           "and CPU after a process's last read)\n")
     print(" CPU s  share  processes  kind")
-    for name, seconds in cpu.most_common(args.top):
+    for name, seconds in sorted(cpu.items(), key=lambda item: item[1], reverse=True)[:args.top]:
         print(f"{seconds:6.0f}  {seconds / total:5.1%}  {count[name]:9d}  {name}")
     sys.exit(proc.returncode)
 
